@@ -1,0 +1,83 @@
+"""The operator configuration: system defaults and the model catalog.
+
+Loaded from the ConfigMap ``sessionops-config`` (key ``config.yaml``). Every field
+says its unit, default and why.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from sessionops.api.common import ApiModel, ApprovalMode
+from sessionops.api.snapshot import Summarization
+
+
+class SecretKeyRef(ApiModel):
+    """A key of a Secret; credentials are only ever referenced, never copied."""
+
+    name: str = Field(description="Secret name (in the operator's namespace for catalog entries).")
+    key: str = Field(description="Key inside the Secret.")
+
+
+class ModelEntry(ApiModel):
+    """A chat model users may name in Agents, sessions and overrides."""
+
+    name: str = Field(description="Catalog name users write, e.g. gpt-4o or replay/hello.", min_length=1)
+    provider: Literal["openai", "replay"] = Field(
+        description="openai: any OpenAI-compatible endpoint; replay: the deterministic replay model.")
+    model: str = Field(description="Provider's model id (for replay: the scenario name).", min_length=1)
+    endpoint: str | None = Field(default=None, description="Base URL of the chat-completions API.")
+    secret_key_ref: SecretKeyRef | None = Field(default=None, description="API key, read at execution time.")
+    max_tokens: int | None = Field(default=None, ge=1, description="Completion token limit per call.")
+    temperature: float | None = Field(default=None, ge=0, le=2, description="Sampling temperature.")
+
+
+class Defaults(ApiModel):
+    """Values used when neither a session nor its Agent sets them."""
+
+    model: str = Field(description="Default model; must be in the catalog.")
+    approval_mode: ApprovalMode = Field(default=ApprovalMode.DEFAULT, description="Default approval mode.")
+    max_execution_steps: int = Field(default=50, ge=1, description="Model calls per turn (bounds runaway loops).")
+    model_retries: int = Field(default=2, ge=0, description="Retries of a failed model call.")
+    summarization: Summarization = Field(default_factory=Summarization, description="History summarization.")
+
+
+class WorkerConfig(ApiModel):
+    image: str = Field(default="ghcr.io/sessionops/sessionops:0.1.0", description="Worker image.")
+    service_account_name: str = Field(default="sessionops-worker", description="Per-namespace worker account.")
+    lease_duration_seconds: int = Field(default=30, ge=5, description="Session Lease duration; renewed at a third.")
+    start_timeout_seconds: int = Field(
+        default=300, ge=10, description="A Job whose pod never starts within this fails its segment.")
+    max_retries: int = Field(default=2, ge=0, description="Retry segments after infrastructure failures.")
+
+
+class OperatorConfig(ApiModel):
+    """The whole ``config.yaml``."""
+
+    defaults: Defaults = Field(description="System defaults.")
+    models: list[ModelEntry] = Field(description="The model catalog: a model is available when listed here.")
+    worker: WorkerConfig = Field(default_factory=WorkerConfig, description="Worker Job settings.")
+    checkpoint_retention: int = Field(default=20, ge=1, description="Checkpoints kept per thread.")
+    delegation_concurrency: int = Field(default=4, ge=1, description="Concurrent running turns per delegation tree.")
+
+    @model_validator(mode="after")
+    def _default_model_in_catalog(self) -> OperatorConfig:
+        names = [m.name for m in self.models]
+        if len(set(names)) != len(names):
+            raise ValueError("models: catalog names must be unique")
+        if self.defaults.model not in names:
+            raise ValueError(f"defaults.model: {self.defaults.model!r} is not in the model catalog")
+        return self
+
+    def model_entry(self, name: str) -> ModelEntry | None:
+        return next((m for m in self.models if m.name == name), None)
+
+    @property
+    def version(self) -> str:
+        """Content hash: recorded in snapshots so an audit can tell which config resolved them."""
+        raw = json.dumps(self.dump(), sort_keys=True).encode()
+        return hashlib.sha256(raw).hexdigest()[:12]

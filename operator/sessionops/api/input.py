@@ -1,0 +1,135 @@
+"""AgentInput: one received intent (message, resume, continue); spec immutable."""
+
+from __future__ import annotations
+
+import enum
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field
+
+from sessionops.api.common import ApiModel, ApprovalMode, Condition, ObjectRef
+from sessionops.api.snapshot import PRESERVE, ContextSnapshot
+
+MAX_MESSAGES = 20
+MAX_MESSAGE_CHARS = 32_768
+
+
+class InputKind(str, enum.Enum):
+    MESSAGE = "Message"
+    RESUME = "Resume"
+    CONTINUE = "Continue"
+
+
+class Delivery(str, enum.Enum):
+    STEER = "Steer"
+    FOLLOW_UP = "FollowUp"
+
+
+class InputPhase(str, enum.Enum):
+    PENDING = "Pending"
+    CONSUMED = "Consumed"
+    REJECTED = "Rejected"
+    CANCELLED = "Cancelled"
+
+
+class Decision(str, enum.Enum):
+    APPROVE = "Approve"
+    REJECT = "Reject"
+
+
+class InputMessage(ApiModel):
+    content: str = Field(description="Text of the message.", min_length=1, max_length=MAX_MESSAGE_CHARS)
+
+
+class Overrides(ApiModel):
+    """One-shot configuration for this input only (FollowUp only); never rewrites the session."""
+
+    x_validations: ClassVar[list[dict[str, str]]] = [
+        {"rule": "!has(self.model) || self.model.trim() != ''", "message": "must not be blank",
+         "fieldPath": ".model"},
+    ]
+    model: str | None = Field(default=None, max_length=253, description="Catalog model name for this input only.")
+    approval_mode: ApprovalMode | None = Field(default=None, description="Approval mode for this input only.")
+
+
+class CallDecision(ApiModel):
+    call_id: str = Field(description="callId of a pending call of the waitpoint.", min_length=1, max_length=253)
+    decision: Decision = Field(description="Approve or Reject.")
+    message: str | None = Field(default=None, max_length=4096, description="Told to the model with a rejection.")
+
+
+class SubmittedBy(ApiModel):
+    """The identity that sent the input, from the admission request (never from the client)."""
+
+    username: str = Field(description="User name.")
+    uid: str | None = Field(default=None, description="User UID.")
+    groups: list[str] = Field(default_factory=list, description="Groups of the user.")
+    extra: dict[str, list[str]] = Field(default_factory=dict, description="Extra authentication attributes.")
+
+
+class AgentInputSpec(ApiModel):
+    """One received intent. Immutable after creation."""
+
+    x_validations: ClassVar[list[dict[str, str]]] = [
+        {"rule": "self == oldSelf", "message": "spec is immutable: send a new input instead"},
+        {"rule": "(has(self.kind) ? self.kind : 'Message') != 'Message' || "
+                 "(has(self.messages) && size(self.messages) > 0)",
+         "message": "a Message input needs at least one message", "fieldPath": ".messages",
+         "reason": "FieldValueRequired"},
+        {"rule": "(has(self.kind) ? self.kind : 'Message') == 'Message' || !has(self.messages)",
+         "message": "only Message inputs carry messages", "fieldPath": ".messages", "reason": "FieldValueForbidden"},
+        {"rule": "!has(self.overrides) || (has(self.delivery) && self.delivery == 'FollowUp')",
+         "message": "overrides apply to FollowUp delivery only", "fieldPath": ".overrides",
+         "reason": "FieldValueForbidden"},
+        {"rule": "(has(self.kind) ? self.kind : 'Message') != 'Resume' || "
+                 "(has(self.run) && has(self.waitpointId) && (has(self.answers) != has(self.decisions)))",
+         "message": "a Resume input names run and waitpointId and carries either answers or decisions",
+         "reason": "FieldValueRequired"},
+        {"rule": "(has(self.kind) ? self.kind : 'Message') == 'Resume' || "
+                 "!(has(self.run) || has(self.waitpointId) || has(self.answers) || has(self.decisions))",
+         "message": "run, waitpointId, answers and decisions belong to Resume inputs", "reason": "FieldValueForbidden"},
+        {"rule": "!has(self.delivery) || (has(self.kind) ? self.kind : 'Message') == 'Message'",
+         "message": "delivery applies to Message inputs only", "fieldPath": ".delivery",
+         "reason": "FieldValueForbidden"},
+        {"rule": "!has(self.answers) || self.answers.all(a, type(a) == string || type(a) == list)",
+         "message": "each answer is a string or a list of strings", "fieldPath": ".answers"},
+    ]
+
+    session_ref: ObjectRef = Field(description="The AgentSession this input is for.")
+    kind: InputKind = Field(default=InputKind.MESSAGE, description="Message (default), Resume or Continue.")
+    delivery: Delivery | None = Field(
+        default=None,
+        description="Steer (into the active turn) or FollowUp (queued FIFO). Defaults to Steer when a turn is active.")
+    messages: list[InputMessage] | None = Field(
+        default=None, max_length=MAX_MESSAGES, description="Messages of a Message input (1 to 20).")
+    overrides: Overrides | None = Field(default=None, description="One-shot model/approval for a FollowUp.")
+    run: str | None = Field(default=None, max_length=253, description="Resume: the waiting AgentRun.")
+    waitpoint_id: str | None = Field(default=None, max_length=253, description="Resume: the waitpoint answered.")
+    answers: list[Any] | None = Field(
+        default=None, max_length=64,
+        description="Resume of a question: one answer per question in order (string, or list of strings).",
+        json_schema_extra={"items": PRESERVE})
+    decisions: list[CallDecision] | None = Field(
+        default=None, max_length=256, description="Resume of an approval: one decision per pending call.")
+    sequence: int | None = Field(default=None, description="Receipt order in the session (written by admission).")
+    context_snapshot: ContextSnapshot | None = Field(
+        default=None, description="Configuration this input runs with (written by admission).")
+    submitted_by: SubmittedBy | None = Field(default=None, description="Who sent it (written by admission).")
+
+
+class AgentInputStatus(ApiModel):
+    phase: InputPhase | None = Field(default=None, description="Pending, Consumed, Rejected or Cancelled.")
+    run: str | None = Field(default=None, description="The AgentRun that consumed this input.")
+    observed_generation: int | None = Field(default=None, description="Last generation the operator saw.")
+    conditions: list[Condition] = Field(default_factory=list, description="Conditions of the input.")
+    kopf: dict[str, Any] | None = Field(default=None, description="Operator bookkeeping.", json_schema_extra=PRESERVE)
+
+
+class AgentInput(ApiModel):
+    """One received intent; its metadata.name is the client's idempotency key."""
+
+    api_version: str = "sessionops.dev/v1alpha1"
+    kind: Literal["AgentInput"] = "AgentInput"
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    spec: AgentInputSpec
+    status: AgentInputStatus | None = None

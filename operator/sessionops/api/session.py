@@ -1,0 +1,84 @@
+"""AgentSession: a conversation thread with its frozen configuration."""
+
+from __future__ import annotations
+
+import enum
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field
+
+from sessionops.api.common import ApiModel, ApprovalMode, Condition, ObjectRef
+from sessionops.api.snapshot import PRESERVE, ContextSnapshot
+
+# Session names feed run names (<session>-t<sequence>) and Job names (<run>-<n>),
+# which must stay within the 63-character label limit.
+SESSION_NAME_MAX = 40
+
+
+class SessionPhase(str, enum.Enum):
+    IDLE = "Idle"
+    RUNNING = "Running"
+    WAITING = "Waiting"
+    CANCELLING = "Cancelling"
+    PAUSED = "Paused"
+
+
+class AgentSessionSpec(ApiModel):
+    """What the user asks for; admission adds the resolved contextSnapshot."""
+
+    x_validations: ClassVar[list[dict[str, str]]] = [
+        {"rule": "!has(self.model) || self.model.trim() != ''",
+         "message": "must not be blank: omit the field to use the agent's or the system default",
+         "fieldPath": ".model", "reason": "FieldValueInvalid"},
+        {"rule": "self.agentRef == oldSelf.agentRef", "message": "agentRef is immutable",
+         "fieldPath": ".agentRef"},
+        {"rule": "(has(self.context) ? self.context : {}) == (has(oldSelf.context) ? oldSelf.context : {})",
+         "message": "context is immutable: create a new session to change it", "fieldPath": ".context"},
+    ]
+
+    agent_ref: ObjectRef = Field(description="The Agent this session runs, in the same namespace.")
+    model: str | None = Field(
+        default=None, max_length=253,
+        description="Catalog model name. Omit to use the Agent's model or the system default. Updatable.")
+    approval_mode: ApprovalMode | None = Field(
+        default=None, description="Default or AlwaysTrust. Omit to use the Agent's or the system default. Updatable.")
+    context: dict[str, Any] = Field(
+        default_factory=dict, description="Values of the Agent's custom context fields (immutable).",
+        json_schema_extra=PRESERVE)
+    context_snapshot: ContextSnapshot | None = Field(
+        default=None, description="The resolved configuration, written by admission (server-owned).")
+
+
+class QueueStatus(ApiModel):
+    pending: int = Field(default=0, description="Inputs waiting to be turned into runs.")
+    paused: bool = Field(default=False, description="True after a failed or cancelled turn, until a Continue input.")
+    paused_reason: str | None = Field(default=None, description="Why the queue is paused.")
+    held_back: str | None = Field(default=None, description="Why pending work is held back (e.g. a concurrency bound).")
+
+
+class AgentSessionStatus(ApiModel):
+    phase: SessionPhase | None = Field(default=None, description="Idle, Running, Waiting, Cancelling or Paused.")
+    model: str | None = Field(default=None, description="Effective model for inputs received now.")
+    approval_mode: ApprovalMode | None = Field(default=None, description="Effective approval mode.")
+    active_run: str | None = Field(default=None, description="The AgentRun of the active turn.")
+    queue: QueueStatus | None = Field(default=None, description="The pending input queue.")
+    last_sequence: int = Field(default=0, description="Last receipt sequence allocated (compare-and-swap).")
+    observed_generation: int | None = Field(default=None, description="Last generation the operator saw.")
+    conditions: list[Condition] = Field(default_factory=list, description="Conditions of the session.")
+    kopf: dict[str, Any] | None = Field(default=None, description="Operator bookkeeping.", json_schema_extra=PRESERVE)
+
+
+class AgentSession(ApiModel):
+    """A conversation thread with its frozen configuration."""
+
+    x_validations: ClassVar[list[dict[str, str]]] = [
+        {"rule": f"size(self.metadata.name) <= {SESSION_NAME_MAX}",
+         "message": f"metadata.name: session names are at most {SESSION_NAME_MAX} characters "
+                    "(they prefix run and Job names)"},
+    ]
+
+    api_version: str = "sessionops.dev/v1alpha1"
+    kind: Literal["AgentSession"] = "AgentSession"
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    spec: AgentSessionSpec
+    status: AgentSessionStatus | None = None

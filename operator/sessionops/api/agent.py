@@ -69,6 +69,8 @@ class AgentSpec(ApiModel):
 
 
 class AgentStatus(ApiModel):
+    """Observed state, written by the operator."""
+
     observed_generation: int | None = Field(default=None, description="Last generation the operator saw.")
     conditions: list[Condition] = Field(default_factory=list, description="Ready and related conditions.")
     kopf: dict[str, Any] | None = Field(default=None, description="Operator bookkeeping.", json_schema_extra=PRESERVE)

@@ -37,7 +37,7 @@ class ApiModel(BaseModel):
         return self.model_dump(by_alias=True, exclude_none=True, mode="json")
 
 
-class ApprovalMode(str, enum.Enum):
+class ApprovalMode(enum.StrEnum):
     """Whether tools marked as needing approval pause the turn for a decision."""
 
     DEFAULT = "Default"

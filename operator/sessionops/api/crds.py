@@ -70,9 +70,8 @@ def _structural(node: Any, defs: dict[str, Any]) -> Any:
     if "anyOf" in node:
         options = [o for o in node.pop("anyOf") if o.get("type") != "null"]
         if len(options) == 1:
-            merged = _structural(options[0], defs)
-            merged.update({k: v for k, v in node.items() if k in ("description", "default")})
-            node = merged
+            # Keywords beside anyOf (description, default, json_schema_extra) refine the option.
+            node = {**_structural(options[0], defs), **node}
         else:
             # A union of types is not structural: keep it open and validate it with CEL.
             node = {k: v for k, v in node.items() if k in ("description", "default")}

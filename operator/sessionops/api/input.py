@@ -14,25 +14,25 @@ MAX_MESSAGES = 20
 MAX_MESSAGE_CHARS = 32_768
 
 
-class InputKind(str, enum.Enum):
+class InputKind(enum.StrEnum):
     MESSAGE = "Message"
     RESUME = "Resume"
     CONTINUE = "Continue"
 
 
-class Delivery(str, enum.Enum):
+class Delivery(enum.StrEnum):
     STEER = "Steer"
     FOLLOW_UP = "FollowUp"
 
 
-class InputPhase(str, enum.Enum):
+class InputPhase(enum.StrEnum):
     PENDING = "Pending"
     CONSUMED = "Consumed"
     REJECTED = "Rejected"
     CANCELLED = "Cancelled"
 
 
-class Decision(str, enum.Enum):
+class Decision(enum.StrEnum):
     APPROVE = "Approve"
     REJECT = "Reject"
 
@@ -118,6 +118,8 @@ class AgentInputSpec(ApiModel):
 
 
 class AgentInputStatus(ApiModel):
+    """Observed state, written by the operator."""
+
     phase: InputPhase | None = Field(default=None, description="Pending, Consumed, Rejected or Cancelled.")
     run: str | None = Field(default=None, description="The AgentRun that consumed this input.")
     observed_generation: int | None = Field(default=None, description="Last generation the operator saw.")

@@ -13,7 +13,7 @@ from sessionops.api.snapshot import PRESERVE, ContextSnapshot
 RESULT_TEXT_MAX = 32_768
 
 
-class RunPhase(str, enum.Enum):
+class RunPhase(enum.StrEnum):
     PENDING = "Pending"
     RUNNING = "Running"
     WAITING = "Waiting"
@@ -26,13 +26,13 @@ class RunPhase(str, enum.Enum):
 TERMINAL_PHASES = frozenset({RunPhase.CANCELLED.value, RunPhase.SUCCEEDED.value, RunPhase.FAILED.value})
 
 
-class SegmentKind(str, enum.Enum):
+class SegmentKind(enum.StrEnum):
     START = "Start"
     RESUME = "Resume"
     RETRY = "Retry"
 
 
-class WaitpointKind(str, enum.Enum):
+class WaitpointKind(enum.StrEnum):
     APPROVAL = "Approval"
     QUESTION = "Question"
     DELEGATION = "Delegation"
@@ -111,6 +111,8 @@ class AgentRunSpec(ApiModel):
 
 
 class AgentRunStatus(ApiModel):
+    """Observed state, written by the operator."""
+
     phase: RunPhase | None = Field(default=None, description="Pending, Running, Waiting, Cancelling, Cancelled, "
                                                             "Succeeded or Failed.")
     segments: list[Segment] = Field(default_factory=list, description="Execution segments (one Job each).")

@@ -15,7 +15,7 @@ from sessionops.api.snapshot import PRESERVE, ContextSnapshot
 SESSION_NAME_MAX = 40
 
 
-class SessionPhase(str, enum.Enum):
+class SessionPhase(enum.StrEnum):
     IDLE = "Idle"
     RUNNING = "Running"
     WAITING = "Waiting"
@@ -57,6 +57,8 @@ class QueueStatus(ApiModel):
 
 
 class AgentSessionStatus(ApiModel):
+    """Observed state, written by the operator."""
+
     phase: SessionPhase | None = Field(default=None, description="Idle, Running, Waiting, Cancelling or Paused.")
     model: str | None = Field(default=None, description="Effective model for inputs received now.")
     approval_mode: ApprovalMode | None = Field(default=None, description="Effective approval mode.")

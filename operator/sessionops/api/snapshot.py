@@ -47,7 +47,7 @@ class McpServer(ApiModel):
     headers_from: SecretHeaders | None = Field(default=None, description="Secret holding request headers.")
 
 
-class ContextFieldType(str, enum.Enum):
+class ContextFieldType(enum.StrEnum):
     STRING = "string"
     INTEGER = "integer"
     NUMBER = "number"

@@ -1,0 +1,67 @@
+"""The receipt adapter: reads the session and its runs, decides, and allocates the
+input's sequence with a compare-and-swap on the session (its "same session lock")."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import random
+from typing import Any
+
+from sessionops.admission.errors import CONFLICT, Rejection
+from sessionops.admission.inputs import Receipt, active_turn, decide_receipt
+from sessionops.api.config import OperatorConfig
+from sessionops.api.input import InputKind
+from sessionops.kube import Conflict, Kube
+
+# Bounded: every successful receipt or session status write moves the resourceVersion,
+# so under a burst a receipt may lose the race many times before it wins.
+MAX_ATTEMPTS = 200
+
+
+@dataclasses.dataclass(frozen=True)
+class Allocated:
+    sequence: int
+    receipt: Receipt
+
+
+async def read_state(kube: Kube, namespace: str, spec: dict[str, Any]) -> tuple[dict | None, dict | None, dict | None]:
+    session_name = (spec.get("sessionRef") or {}).get("name", "")
+    session = await kube.get("agentsessions", namespace, session_name)
+    active_name = ((session or {}).get("status") or {}).get("activeRun")
+    resume_name = spec.get("run") if spec.get("kind") == InputKind.RESUME.value else None
+    active = await kube.get("agentruns", namespace, active_name) if active_name else None
+    if resume_name and resume_name == active_name:
+        resume = active
+    else:
+        resume = await kube.get("agentruns", namespace, resume_name) if resume_name else None
+    return session, (active_turn(session, active) if session else None), resume
+
+
+async def receive(kube: Kube, config: OperatorConfig, namespace: str, spec: dict[str, Any], *,
+                  dry_run: bool) -> Allocated:
+    """Decide the receipt and allocate ``lastSequence + 1`` under the session's resourceVersion.
+
+    Safe to retry: a lost compare-and-swap re-reads the session and decides again, so the
+    input's snapshot is always the one of the session version its sequence came from.
+    A dry run decides but allocates nothing (sideEffects: NoneOnDryRun).
+    """
+    session_name = (spec.get("sessionRef") or {}).get("name", "")
+    for _ in range(MAX_ATTEMPTS):
+        session, active, resume_run = await read_state(kube, namespace, spec)
+        receipt = decide_receipt(spec, session, session_name=session_name, active_run=active,
+                                 resume_run=resume_run, config=config)
+        assert session is not None  # decide_receipt rejects a missing session
+        sequence = int((session.get("status") or {}).get("lastSequence") or 0) + 1
+        if dry_run:
+            return Allocated(sequence, receipt)
+        cas = {"metadata": {"resourceVersion": session["metadata"]["resourceVersion"]},
+               "status": {"lastSequence": sequence}}
+        try:
+            await kube.patch_status("agentsessions", namespace, session_name, cas)
+        except Conflict:
+            await asyncio.sleep(random.uniform(0, 0.004))
+            continue
+        return Allocated(sequence, receipt)
+    raise Rejection("spec.sessionRef.name", f'agentsession "{session_name}" is too busy: no sequence could be '
+                                            "allocated; retry", CONFLICT)

@@ -1,0 +1,94 @@
+"""Admission webhooks (kopf's webhook server). Paths: /sessionops-mutate, /sessionops-validate."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import kopf
+
+from sessionops import GROUP, VERSION
+from sessionops.admission import inputs, receipt, sessions
+from sessionops.admission.errors import Rejection
+from sessionops.api.input import SubmittedBy
+from sessionops.runtime import Runtime
+
+MUTATE = "sessionops-mutate"
+VALIDATE = "sessionops-validate"
+
+
+def _deny(rejection: Rejection) -> kopf.AdmissionError:
+    return kopf.AdmissionError(str(rejection), code=rejection.code)
+
+
+def _submitted_by(userinfo: dict[str, Any]) -> dict[str, Any]:
+    return SubmittedBy(username=userinfo.get("username", ""), uid=userinfo.get("uid") or None,
+                       groups=list(userinfo.get("groups") or []),
+                       extra={k: list(v) for k, v in (userinfo.get("extra") or {}).items()}).dump()
+
+
+@kopf.on.mutate(GROUP, VERSION, "agentsessions", id=MUTATE, operations=["CREATE", "UPDATE"])
+async def mutate_session(body: kopf.Body, old: Any, operation: str, patch: kopf.Patch, memo: Any,
+                         warnings: list[str], **_: Any) -> None:
+    rt: Runtime = memo.runtime
+    try:
+        config = rt.config.current
+        if operation == "CREATE":
+            agent_name = (body.spec.get("agentRef") or {}).get("name", "")
+            agent = await rt.kube.get("agents", body.metadata.namespace, agent_name) if agent_name else None
+            snapshot = sessions.session_snapshot_on_create(dict(body.spec), agent, config)
+        else:
+            snapshot = sessions.session_snapshot_on_update(dict(old), dict(body), config)
+    except Rejection as r:
+        raise _deny(r) from None
+    if snapshot is not None:
+        wanted = snapshot.dump()
+        if body.spec.get("contextSnapshot") != wanted:
+            if operation == "CREATE" and body.spec.get("contextSnapshot") is not None:
+                warnings.append("spec.contextSnapshot is server-owned: the value sent was replaced")
+            patch.spec["contextSnapshot"] = wanted
+
+
+@kopf.on.mutate(GROUP, VERSION, "agentinputs", id=MUTATE, operations=["CREATE", "UPDATE"])
+async def mutate_input(body: kopf.Body, old: Any, operation: str, patch: kopf.Patch, memo: Any,
+                       userinfo: dict[str, Any], dryrun: bool, warnings: list[str], **_: Any) -> None:
+    rt: Runtime = memo.runtime
+    if operation == "UPDATE":
+        for key, value in inputs.carry_forward(dict(old.get("spec") or {}), dict(body.spec)).items():
+            patch.spec[key] = value
+        return
+    if any(body.spec.get(k) is not None for k in inputs.SERVER_OWNED):
+        warnings.append("spec.sequence, spec.contextSnapshot and spec.submittedBy are server-owned: "
+                        "the values sent were replaced")
+    try:
+        allocated = await receipt.receive(rt.kube, rt.config.current, body.metadata.namespace, dict(body.spec),
+                                          dry_run=dryrun)
+    except Rejection as r:
+        raise _deny(r) from None
+    patch.spec["sequence"] = allocated.sequence
+    patch.spec["contextSnapshot"] = allocated.receipt.snapshot.dump()
+    patch.spec["submittedBy"] = _submitted_by(userinfo)
+    if allocated.receipt.delivery is not None:
+        patch.spec["delivery"] = allocated.receipt.delivery
+
+
+@kopf.on.validate(GROUP, VERSION, "agentinputs", id=VALIDATE, operations=["CREATE", "UPDATE"])
+def validate_input(body: kopf.Body, old: Any, operation: str, userinfo: dict[str, Any], **_: Any) -> None:
+    """Server-owned fields: present on CREATE (the mutating webhook ran), unchanged on UPDATE."""
+    if operation == "CREATE":
+        for key in inputs.SERVER_OWNED:
+            if body.spec.get(key) is None:
+                raise kopf.AdmissionError(f"spec.{key}: missing: the input was not admitted by the "
+                                          "sessionops mutating webhook", code=422)
+        if (body.spec.get("submittedBy") or {}).get("username") != userinfo.get("username"):
+            raise kopf.AdmissionError("spec.submittedBy: must be the requesting user", code=422)
+    else:
+        for key in inputs.SERVER_OWNED:
+            if body.spec.get(key) != (old.get("spec") or {}).get(key):
+                raise kopf.AdmissionError(f"spec.{key}: server-owned and immutable", code=422)
+
+
+@kopf.on.validate(GROUP, VERSION, "agentsessions", id=VALIDATE, operations=["CREATE", "UPDATE"])
+def validate_session(body: kopf.Body, **_: Any) -> None:
+    if body.spec.get("contextSnapshot") is None:
+        raise kopf.AdmissionError("spec.contextSnapshot: missing: the session was not admitted by the "
+                                  "sessionops mutating webhook", code=422)

@@ -1,0 +1,122 @@
+"""The Kubernetes adapter: the only place (with the worker's own adapter) that talks to
+the API server. It wraps the official ``kubernetes`` client; calls run in a dedicated
+thread pool so that kopf's event loop never blocks on I/O."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import datetime
+import functools
+import os
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import kubernetes
+from kubernetes.client.exceptions import ApiException
+
+from sessionops import GROUP, VERSION
+
+T = TypeVar("T")
+
+
+def load_api_client(kubeconfig: str | None = None, pool_size: int = 32) -> kubernetes.client.ApiClient:
+    """In-cluster credentials when present, else the kubeconfig (``KUBECONFIG`` or default)."""
+    configuration = kubernetes.client.Configuration()
+    if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
+        kubernetes.config.load_incluster_config(client_configuration=configuration)
+    else:
+        kubernetes.config.load_kube_config(config_file=kubeconfig or os.environ.get("KUBECONFIG"),
+                                           client_configuration=configuration)
+    # The default pool of 4 connections serializes concurrent admissions.
+    configuration.connection_pool_maxsize = pool_size
+    return kubernetes.client.ApiClient(configuration)
+
+
+class Conflict(Exception):
+    """409 from the API server: a stale resourceVersion or an existing name."""
+
+
+class Kube:
+    """Async facade over the synchronous official client."""
+
+    def __init__(self, api_client: kubernetes.client.ApiClient, workers: int = 32) -> None:
+        self.api_client = api_client
+        self.custom = kubernetes.client.CustomObjectsApi(api_client)
+        self.core = kubernetes.client.CoreV1Api(api_client)
+        self.batch = kubernetes.client.BatchV1Api(api_client)
+        self.coordination = kubernetes.client.CoordinationV1Api(api_client)
+        self.authz = kubernetes.client.AuthorizationV1Api(api_client)
+        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kube")
+
+    async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._pool, functools.partial(fn, *args, **kwargs))
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        self.api_client.close()
+
+    # Custom resources of our group.
+    async def get(self, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            return await self.call(self.custom.get_namespaced_custom_object, GROUP, VERSION, namespace, plural, name)
+        except ApiException as e:
+            if e.status == 404:
+                return None
+            raise
+
+    async def list(self, plural: str, namespace: str, label_selector: str = "") -> list[dict[str, Any]]:
+        result = await self.call(self.custom.list_namespaced_custom_object, GROUP, VERSION, namespace, plural,
+                                 label_selector=label_selector)
+        return result.get("items", [])
+
+    async def create(self, plural: str, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return await self.call(self.custom.create_namespaced_custom_object, GROUP, VERSION, namespace, plural,
+                                   body)
+        except ApiException as e:
+            if e.status == 409:
+                raise Conflict(str(e.reason)) from e
+            raise
+
+    async def patch_status(self, plural: str, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        """Merge-patch the status; a ``metadata.resourceVersion`` in body makes it a compare-and-swap."""
+        try:
+            return await self.call(self.custom.patch_namespaced_custom_object_status, GROUP, VERSION, namespace,
+                                   plural, name, body)
+        except ApiException as e:
+            if e.status == 409:
+                raise Conflict(str(e.reason)) from e
+            raise
+
+    async def patch(self, plural: str, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        return await self.call(self.custom.patch_namespaced_custom_object, GROUP, VERSION, namespace, plural,
+                               name, body)
+
+    async def get_configmap(self, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            cm = await self.call(self.core.read_namespaced_config_map, name, namespace)
+        except ApiException as e:
+            if e.status == 404:
+                return None
+            raise
+        return self.api_client.sanitize_for_serialization(cm)
+
+    async def post_event(self, involved: dict[str, Any], *, type_: str, reason: str, message: str,
+                         component: str = "sessionops") -> None:
+        """Best effort: an Event is a notice, never a reason to fail the caller."""
+        meta = involved.get("metadata", {})
+        namespace = meta.get("namespace") or "default"
+        ts = datetime.datetime.now(datetime.UTC)
+        body = kubernetes.client.CoreV1Event(
+            metadata=kubernetes.client.V1ObjectMeta(generate_name=f"{meta.get('name', 'sessionops')}."),
+            involved_object=kubernetes.client.V1ObjectReference(
+                api_version=involved.get("apiVersion"), kind=involved.get("kind"), name=meta.get("name"),
+                namespace=namespace, uid=meta.get("uid"), resource_version=meta.get("resourceVersion")),
+            type=type_, reason=reason, message=message[:1024], first_timestamp=ts, last_timestamp=ts, count=1,
+            source=kubernetes.client.V1EventSource(component=component), reporting_component=component)
+        # Events are advisory; losing one must not fail reconciliation or admission.
+        with contextlib.suppress(ApiException):
+            await self.call(self.core.create_namespaced_event, namespace, body)

@@ -1,0 +1,146 @@
+"""Scenario files: the model, validation and loading.
+
+A scenario is a list of canned assistant responses. Files are YAML or JSON::
+
+    name: tools-then-answer          # optional, defaults to the file name without suffix
+    description: free text           # optional
+    responses:
+      - toolCalls:
+          - {name: list_files, args: {path: "."}}
+      - content: "Done."
+        usage: {promptTokens: 10, completionTokens: 2}   # optional override
+        delaySeconds: 0.5            # optional: answer late (an in-flight model call)
+    fallbackContent: "..."           # optional: answer for requests past the end
+
+A response has `content`, `toolCalls`, or both. Unknown fields are rejected, so a typo
+fails loading instead of silently replaying something else.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+SCENARIO_SUFFIXES = (".yaml", ".yml", ".json")
+ENV_DIRS = "SESSIONOPS_REPLAY_DIRS"
+# Scenario names appear in model names (`replay/<name>`) and tool call ids.
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ToolCall(_Strict):
+    name: str = Field(min_length=1, description="Tool name, e.g. read_file.")
+    args: dict[str, Any] = Field(default_factory=dict, description="Tool arguments (a JSON object).")
+
+
+class Usage(_Strict):
+    promptTokens: int | None = Field(default=None, ge=0)
+    completionTokens: int | None = Field(default=None, ge=0)
+
+
+class Response(_Strict):
+    content: str | None = None
+    toolCalls: list[ToolCall] = Field(default_factory=list)
+    usage: Usage | None = None
+    delaySeconds: float = Field(
+        default=0,
+        ge=0,
+        le=300,
+        description="Wait this long before answering (to test in-flight cancellation).",
+    )
+
+    @model_validator(mode="after")
+    def _says_something(self) -> Response:
+        if self.content is None and not self.toolCalls:
+            raise ValueError("a response needs `content`, `toolCalls`, or both")
+        return self
+
+
+class Scenario(_Strict):
+    name: str = Field(pattern=NAME_PATTERN)
+    description: str | None = None
+    responses: list[Response] = Field(min_length=1)
+    fallbackContent: str | None = Field(
+        default=None,
+        description="Text answer for requests past the last response; without it they get a 400.",
+    )
+
+
+class ScenarioError(ValueError):
+    """A scenario that cannot be loaded; the message names the file and the field."""
+
+
+def parse_scenario(data: Any, source: str = "<scenario>", default_name: str | None = None) -> Scenario:
+    """Validates one decoded scenario document; `source` is used in error messages."""
+    if not isinstance(data, Mapping):
+        raise ScenarioError(f"{source}: a scenario must be a mapping, got {type(data).__name__}")
+    if "name" not in data and default_name is not None:
+        data = {**data, "name": default_name}
+    try:
+        return Scenario.model_validate(data)
+    except ValidationError as e:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}" for err in e.errors()
+        )
+        raise ScenarioError(f"{source}: {problems}") from None
+
+
+def load_scenario_file(path: str | os.PathLike[str]) -> Scenario:
+    """Reads a YAML or JSON scenario file; the name defaults to the file's stem."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise ScenarioError(f"{path}: cannot read: {e.strerror or e}") from None
+    try:
+        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as e:
+        raise ScenarioError(
+            f"{path}: not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {e}"
+        ) from None
+    return parse_scenario(data, source=str(path), default_name=path.stem)
+
+
+def load_scenario_dirs(dirs: Iterable[str | os.PathLike[str]]) -> dict[str, Scenario]:
+    """Loads every scenario file directly in the given directories (not recursive).
+
+    A missing directory or two files with the same scenario name are errors: both
+    are configuration mistakes that would otherwise replay the wrong thing. A
+    directory named twice (in the environment and on the command line) loads once.
+    """
+    scenarios: dict[str, Scenario] = {}
+    sources: dict[str, Path] = {}
+    seen: set[Path] = set()
+    for d in dirs:
+        directory = Path(d)
+        if not directory.is_dir():
+            raise ScenarioError(f"{directory}: scenario directory does not exist")
+        if directory.resolve() in seen:
+            continue
+        seen.add(directory.resolve())
+        for path in sorted(directory.iterdir()):
+            if path.suffix not in SCENARIO_SUFFIXES or not path.is_file():
+                continue
+            scenario = load_scenario_file(path)
+            if scenario.name in scenarios:
+                raise ScenarioError(
+                    f"{path}: scenario name {scenario.name!r} is already defined in {sources[scenario.name]}"
+                )
+            scenarios[scenario.name] = scenario
+            sources[scenario.name] = path
+    return scenarios
+
+
+def dirs_from_env(environ: Mapping[str, str] | None = None) -> list[str]:
+    """The directories in SESSIONOPS_REPLAY_DIRS (os.pathsep-separated; empty parts ignored)."""
+    value = (os.environ if environ is None else environ).get(ENV_DIRS, "")
+    return [part for part in value.split(os.pathsep) if part]

@@ -1,0 +1,16 @@
+"""What every handler shares: settings, the Kubernetes adapter and the config store."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from sessionops.configuration import ConfigStore
+from sessionops.kube import Kube
+from sessionops.settings import Settings
+
+
+@dataclasses.dataclass
+class Runtime:
+    settings: Settings
+    kube: Kube
+    config: ConfigStore

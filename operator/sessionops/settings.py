@@ -1,0 +1,65 @@
+"""Operator settings from the environment: each field says its unit, default and why."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    namespace: str = "sessionops-system"
+    """The operator's own namespace (``SESSIONOPS_NAMESPACE``): where its ConfigMap lives."""
+
+    configmap: str = "sessionops-config"
+    """Name of the configuration ConfigMap (``SESSIONOPS_CONFIGMAP``), key ``config.yaml``."""
+
+    config_poll_seconds: float = 2.0
+    """Seconds between reads of the ConfigMap (``SESSIONOPS_CONFIG_POLL``): a changed
+    default applies to sessions created afterwards, so a short delay is harmless."""
+
+    database_url: str = "postgresql://postgres@127.0.0.1:5432/postgres"
+    """PostgreSQL DSN for checkpoints (``DATABASE_URL``); the operator runs schema set-up."""
+
+    webhook_addr: str = "0.0.0.0"
+    """Listen address of the admission webhook server (``SESSIONOPS_WEBHOOK_ADDR``)."""
+
+    webhook_port: int = 9443
+    """Port of the admission webhook server, TLS (``SESSIONOPS_WEBHOOK_PORT``)."""
+
+    webhook_host: str | None = None
+    """Hostname put into a self-signed certificate (``SESSIONOPS_WEBHOOK_HOST``)."""
+
+    cert_file: str | None = "/certs/tls.crt"
+    """Serving certificate (``SESSIONOPS_CERT_FILE``; empty: self-signed with cryptography)."""
+
+    key_file: str | None = "/certs/tls.key"
+    """Serving key (``SESSIONOPS_KEY_FILE``)."""
+
+    peering: str | None = "sessionops"
+    """kopf peering name (``SESSIONOPS_PEERING``; empty disables): one active reconciler."""
+
+    metrics_port: int = 8080
+    """Port of /metrics and /healthz (``SESSIONOPS_METRICS_PORT``; 0 disables)."""
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None) -> Settings:
+        env = dict(os.environ if env is None else env)
+
+        def opt(key: str, default: str | None) -> str | None:
+            value = env.get(key, default)
+            return value or None
+
+        return cls(
+            namespace=env.get("SESSIONOPS_NAMESPACE", cls.namespace),
+            configmap=env.get("SESSIONOPS_CONFIGMAP", cls.configmap),
+            config_poll_seconds=float(env.get("SESSIONOPS_CONFIG_POLL", cls.config_poll_seconds)),
+            database_url=env.get("DATABASE_URL", cls.database_url),
+            webhook_addr=env.get("SESSIONOPS_WEBHOOK_ADDR", cls.webhook_addr),
+            webhook_port=int(env.get("SESSIONOPS_WEBHOOK_PORT", cls.webhook_port)),
+            webhook_host=opt("SESSIONOPS_WEBHOOK_HOST", None),
+            cert_file=opt("SESSIONOPS_CERT_FILE", cls.cert_file),
+            key_file=opt("SESSIONOPS_KEY_FILE", cls.key_file),
+            peering=opt("SESSIONOPS_PEERING", cls.peering),
+            metrics_port=int(env.get("SESSIONOPS_METRICS_PORT", cls.metrics_port)),
+        )

@@ -1,0 +1,31 @@
+"""The pydantic models enforce bounds before anything reaches the API server."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from sessionops.api.config import OperatorConfig
+from sessionops.api.input import MAX_MESSAGE_CHARS, AgentInputSpec
+from tests import factories
+
+
+def test_message_count_and_length_are_bounded() -> None:
+    ok = {"sessionRef": {"name": "s1"}, "messages": [{"content": "x" * MAX_MESSAGE_CHARS}] * 20}
+    AgentInputSpec.model_validate(ok)
+    with pytest.raises(ValidationError, match="messages"):
+        AgentInputSpec.model_validate({**ok, "messages": [{"content": "x"}] * 21})
+    with pytest.raises(ValidationError, match="content"):
+        AgentInputSpec.model_validate({**ok, "messages": [{"content": "x" * (MAX_MESSAGE_CHARS + 1)}]})
+
+
+def test_config_default_model_must_be_in_the_catalog() -> None:
+    with pytest.raises(ValidationError, match="defaults.model"):
+        OperatorConfig.model_validate({"defaults": {"model": "gpt"}, "models": [
+            {"name": "replay/hello", "provider": "replay", "model": "hello"}]})
+
+
+def test_config_version_changes_with_content() -> None:
+    a, b = factories.config(), factories.config(default_model="replay/steer")
+    assert a.version == factories.config().version
+    assert a.version != b.version

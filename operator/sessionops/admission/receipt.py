@@ -23,6 +23,7 @@ MAX_ATTEMPTS = 200
 class Allocated:
     sequence: int
     receipt: Receipt
+    session: dict[str, Any]
 
 
 async def read_state(kube: Kube, namespace: str, spec: dict[str, Any]) -> tuple[dict | None, dict | None, dict | None]:
@@ -54,7 +55,7 @@ async def receive(kube: Kube, config: OperatorConfig, namespace: str, spec: dict
         assert session is not None  # decide_receipt rejects a missing session
         sequence = int((session.get("status") or {}).get("lastSequence") or 0) + 1
         if dry_run:
-            return Allocated(sequence, receipt)
+            return Allocated(sequence, receipt, session)
         cas = {"metadata": {"resourceVersion": session["metadata"]["resourceVersion"]},
                "status": {"lastSequence": sequence}}
         try:
@@ -62,6 +63,6 @@ async def receive(kube: Kube, config: OperatorConfig, namespace: str, spec: dict
         except Conflict:
             await asyncio.sleep(random.uniform(0, 0.004))
             continue
-        return Allocated(sequence, receipt)
+        return Allocated(sequence, receipt, session)
     raise Rejection("spec.sessionRef.name", f'agentsession "{session_name}" is too busy: no sequence could be '
                                             "allocated; retry", CONFLICT)

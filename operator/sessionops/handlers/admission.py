@@ -11,6 +11,8 @@ from sessionops.admission import inputs, receipt, sessions
 from sessionops.admission.errors import Rejection
 from sessionops.api.input import SubmittedBy
 from sessionops.runtime import Runtime
+from sessionops.scheduling.names import INPUT_FINALIZER, SESSION_LABEL
+from sessionops.scheduling.reconcile import owner_reference
 
 MUTATE = "sessionops-mutate"
 VALIDATE = "sessionops-validate"
@@ -69,6 +71,13 @@ async def mutate_input(body: kopf.Body, old: Any, operation: str, patch: kopf.Pa
     patch.spec["submittedBy"] = _submitted_by(userinfo)
     if allocated.receipt.delivery is not None:
         patch.spec["delivery"] = allocated.receipt.delivery
+    # Listed by session label; deleted with the session; a pending input's deletion
+    # waits for the scheduler to take it out of the queue.
+    patch.metadata["labels"] = {**(body.metadata.labels or {}), SESSION_LABEL: allocated.session["metadata"]["name"]}
+    if INPUT_FINALIZER not in (body.metadata.get("finalizers") or []):
+        patch.metadata["finalizers"] = [*(body.metadata.get("finalizers") or []), INPUT_FINALIZER]
+    owners = [o for o in body.metadata.get("ownerReferences") or [] if o.get("kind") != "AgentSession"]
+    patch.metadata["ownerReferences"] = [*owners, owner_reference(allocated.session, controller=False)]
 
 
 @kopf.on.validate(GROUP, VERSION, "agentinputs", id=VALIDATE, operations=["CREATE", "UPDATE"])

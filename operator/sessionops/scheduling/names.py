@@ -1,0 +1,17 @@
+"""Deterministic names and labels: a repeated pass finds what an earlier pass created."""
+
+from __future__ import annotations
+
+SESSION_LABEL = "sessionops.dev/session"
+SEQUENCE_LABEL = "sessionops.dev/sequence"
+RUN_LABEL = "sessionops.dev/run"
+INPUT_FINALIZER = "sessionops.dev/input"
+
+
+def run_name(session: str, head_sequence: int) -> str:
+    """The run of the turn whose head input has this sequence."""
+    return f"{session}-t{head_sequence}"
+
+
+def job_name(run: str, segment: int) -> str:
+    return f"{run}-{segment}"

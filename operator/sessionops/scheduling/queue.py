@@ -1,0 +1,158 @@
+"""The queue rules of ARCHITECTURE section 3, as a pure decision.
+
+Every field of the Plan is derived from the objects alone (level-triggered), so a
+replayed event, a restart or a crash between two writes leads to the same Plan.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from sessionops.api.input import Delivery, InputKind, InputPhase
+from sessionops.api.run import TERMINAL_PHASES, RunPhase
+from sessionops.api.session import SessionPhase
+from sessionops.scheduling.names import INPUT_FINALIZER, SEQUENCE_LABEL, run_name
+
+
+@dataclasses.dataclass(frozen=True)
+class NewRun:
+    name: str
+    head_sequence: int
+    inputs: list[str]
+    snapshot: dict[str, Any]
+
+
+@dataclasses.dataclass
+class Plan:
+    create_run: NewRun | None = None
+    consume: dict[str, str | None] = dataclasses.field(default_factory=dict)  # input -> run (None: Continue)
+    release: list[str] = dataclasses.field(default_factory=list)  # deleting inputs whose finalizer can go
+    status: dict[str, Any] = dataclasses.field(default_factory=dict)  # projected session status
+
+
+def _spec(obj: dict[str, Any]) -> dict[str, Any]:
+    return obj.get("spec") or {}
+
+
+def _phase(obj: dict[str, Any], default: str | None = None) -> str | None:
+    return (obj.get("status") or {}).get("phase") or default
+
+
+def _name(obj: dict[str, Any]) -> str:
+    return obj["metadata"]["name"]
+
+
+def _seq(obj: dict[str, Any]) -> int:
+    return int(_spec(obj).get("sequence") or 0)
+
+
+def _deleting(obj: dict[str, Any]) -> bool:
+    return bool(obj.get("metadata", {}).get("deletionTimestamp"))
+
+
+def run_sequence(run: dict[str, Any]) -> int:
+    return int((run.get("metadata", {}).get("labels") or {}).get(SEQUENCE_LABEL) or 0)
+
+
+def is_pending(inp: dict[str, Any]) -> bool:
+    return _phase(inp, InputPhase.PENDING.value) == InputPhase.PENDING.value and not _deleting(inp)
+
+
+def queue_order(inp: dict[str, Any]) -> tuple[int, int]:
+    """Steers first (one batch), then follow-ups FIFO by receipt sequence."""
+    return (0 if _spec(inp).get("delivery") == Delivery.STEER.value else 1, _seq(inp))
+
+
+def pause_reason(runs: list[dict[str, Any]], inputs: list[dict[str, Any]]) -> str | None:
+    """Paused after the latest finished turn failed or was cancelled, until a later Continue."""
+    active = [r for r in runs if _phase(r) not in TERMINAL_PHASES]
+    if any(_phase(r) == RunPhase.CANCELLING.value for r in active):
+        return "a turn is being cancelled"
+    finished = sorted((r for r in runs if _phase(r) in TERMINAL_PHASES), key=run_sequence)
+    if not finished or _phase(finished[-1]) == RunPhase.SUCCEEDED.value:
+        return None
+    last = finished[-1]
+    continues = [i for i in inputs if _spec(i).get("kind") == InputKind.CONTINUE.value
+                 and _seq(i) > run_sequence(last) and not _deleting(i)]
+    if continues:
+        return None
+    verb = "was cancelled" if _phase(last) == RunPhase.CANCELLED.value else "failed"
+    return f'turn "{_name(last)}" {verb}: send a Continue input to resume the queue'
+
+
+def decide(session: dict[str, Any], inputs: list[dict[str, Any]], runs: list[dict[str, Any]]) -> Plan:
+    plan = Plan()
+    name = _name(session)
+    by_name = {_name(r): r for r in runs}
+    active = sorted((r for r in runs if _phase(r) not in TERMINAL_PHASES), key=run_sequence)
+
+    # Deleting inputs: a pending one leaves the queue; a consumed one keeps its record
+    # until its run no longer needs it.
+    for inp in inputs:
+        if _deleting(inp) and INPUT_FINALIZER in (inp["metadata"].get("finalizers") or []):
+            owners = [r for r in runs if _name(inp) in (_spec(r).get("inputs") or [])]
+            if not any(_phase(r) not in TERMINAL_PHASES for r in owners):
+                plan.release.append(_name(inp))
+
+    # Repair: inputs of an existing run that a crashed pass did not mark consumed.
+    for run in runs:
+        for input_name in _spec(run).get("inputs") or []:
+            inp = next((i for i in inputs if _name(i) == input_name), None)
+            if inp is not None and _phase(inp, InputPhase.PENDING.value) == InputPhase.PENDING.value:
+                plan.consume[input_name] = _name(run)
+
+    reason = pause_reason(runs, inputs)
+    if reason is None:
+        # A Continue is consumed once the queue it unpaused moves on.
+        for inp in inputs:
+            if _spec(inp).get("kind") == InputKind.CONTINUE.value and is_pending(inp):
+                plan.consume[_name(inp)] = None
+
+    pending = sorted((i for i in inputs if is_pending(i) and _name(i) not in plan.consume
+                      and (_spec(i).get("kind") or InputKind.MESSAGE.value) == InputKind.MESSAGE.value),
+                     key=queue_order)
+    if not active and reason is None and pending:
+        head = pending[0]
+        if _spec(head).get("delivery") == Delivery.STEER.value:
+            batch = [i for i in pending if _spec(i).get("delivery") == Delivery.STEER.value]
+        else:
+            batch = [head]
+        new_name = run_name(name, _seq(head))
+        existing = by_name.get(new_name)
+        if existing is not None:  # created by an earlier pass: only its own inputs are its own
+            for input_name in _spec(existing).get("inputs") or []:
+                plan.consume.setdefault(input_name, new_name)
+        else:
+            plan.create_run = NewRun(new_name, _seq(head), [_name(i) for i in batch],
+                                     _spec(head).get("contextSnapshot") or {})
+            for inp in batch:
+                plan.consume[_name(inp)] = new_name
+    plan.status = project_status(session, active, plan, reason, pending)
+    return plan
+
+
+def project_status(session: dict[str, Any], active: list[dict[str, Any]], plan: Plan, reason: str | None,
+                   pending: list[dict[str, Any]]) -> dict[str, Any]:
+    """What users see: effective model/approval, phase, active run, queue. Never the snapshot."""
+    snapshot = _spec(session).get("contextSnapshot") or {}
+    still_pending = [i for i in pending if _name(i) not in plan.consume]
+    if active:
+        run = active[0]
+        phase = {RunPhase.WAITING.value: SessionPhase.WAITING.value,
+                 RunPhase.CANCELLING.value: SessionPhase.CANCELLING.value}.get(
+            _phase(run, RunPhase.PENDING.value) or "", SessionPhase.RUNNING.value)
+        active_name: str | None = _name(run)
+    elif plan.create_run is not None:
+        phase, active_name = SessionPhase.RUNNING.value, plan.create_run.name
+    else:
+        phase = SessionPhase.PAUSED.value if reason else SessionPhase.IDLE.value
+        active_name = None
+    return {
+        "phase": phase,
+        "model": snapshot.get("model"),
+        "approvalMode": snapshot.get("approvalMode"),
+        "activeRun": active_name,
+        "queue": {"pending": len(still_pending), "paused": reason is not None, "pausedReason": reason},
+        "observedGeneration": session.get("metadata", {}).get("generation"),
+    }

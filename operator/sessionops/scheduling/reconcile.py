@@ -1,0 +1,84 @@
+"""The session controller's adapter: read, decide, apply. Each write is idempotent:
+run names are deterministic (AlreadyExists means done), status patches set absolute
+values, and finalizer removal is a no-op once removed."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import logging
+from typing import Any
+
+from kubernetes.client.exceptions import ApiException
+
+from sessionops import API_VERSION
+from sessionops.kube import Conflict, Kube
+from sessionops.scheduling import queue
+from sessionops.scheduling.names import INPUT_FINALIZER, SEQUENCE_LABEL, SESSION_LABEL
+
+logger = logging.getLogger(__name__)
+
+# One writer per session inside this process; kopf peering keeps other replicas passive.
+_locks: collections.defaultdict[tuple[str, str], asyncio.Lock] = collections.defaultdict(asyncio.Lock)
+
+
+def owner_reference(obj: dict[str, Any], *, controller: bool = True) -> dict[str, Any]:
+    return {"apiVersion": obj.get("apiVersion", API_VERSION), "kind": obj["kind"], "name": obj["metadata"]["name"],
+            "uid": obj["metadata"]["uid"], "controller": controller, "blockOwnerDeletion": True}
+
+
+def run_body(session: dict[str, Any], new: queue.NewRun) -> dict[str, Any]:
+    return {
+        "apiVersion": API_VERSION, "kind": "AgentRun",
+        "metadata": {"name": new.name, "namespace": session["metadata"]["namespace"],
+                     "labels": {SESSION_LABEL: session["metadata"]["name"], SEQUENCE_LABEL: str(new.head_sequence)},
+                     "ownerReferences": [owner_reference(session)]},
+        "spec": {"sessionRef": {"name": session["metadata"]["name"]}, "inputs": new.inputs,
+                 "contextSnapshot": new.snapshot, "cancel": False},
+    }
+
+
+def _status_changed(current: dict[str, Any], wanted: dict[str, Any]) -> bool:
+    return any(current.get(k) != v for k, v in wanted.items())
+
+
+async def reconcile_session(kube: Kube, namespace: str, name: str) -> queue.Plan | None:
+    async with _locks[(namespace, name)]:
+        session = await kube.get("agentsessions", namespace, name)
+        if session is None:
+            return None
+        selector = f"{SESSION_LABEL}={name}"
+        inputs, runs = await asyncio.gather(kube.list("agentinputs", namespace, selector),
+                                            kube.list("agentruns", namespace, selector))
+        plan = queue.decide(session, inputs, runs)
+        await apply(kube, session, inputs, plan)
+        return plan
+
+
+async def apply(kube: Kube, session: dict[str, Any], inputs: list[dict[str, Any]], plan: queue.Plan) -> None:
+    namespace = session["metadata"]["namespace"]
+    if plan.create_run is not None:
+        # AlreadyExists: an earlier pass created it; the deterministic name makes this a no-op.
+        with contextlib.suppress(Conflict):
+            await kube.create("agentruns", namespace, run_body(session, plan.create_run))
+    by_name = {i["metadata"]["name"]: i for i in inputs}
+    for input_name, run in plan.consume.items():
+        status: dict[str, Any] = {"phase": "Consumed"}
+        if run is not None:
+            status["run"] = run
+        await _ignore_gone(kube.patch_status("agentinputs", namespace, input_name, {"status": status}))
+    for input_name in plan.release:
+        finalizers = [f for f in by_name[input_name]["metadata"].get("finalizers") or [] if f != INPUT_FINALIZER]
+        await _ignore_gone(kube.patch("agentinputs", namespace, input_name, {"metadata": {"finalizers": finalizers}}))
+    if _status_changed(session.get("status") or {}, plan.status):
+        await _ignore_gone(kube.patch_status("agentsessions", namespace, session["metadata"]["name"],
+                                             {"status": plan.status}))
+
+
+async def _ignore_gone(coro: Any) -> None:
+    try:
+        await coro
+    except ApiException as e:
+        if e.status != 404:  # deleted meanwhile: nothing left to update
+            raise

@@ -1,0 +1,129 @@
+"""The queue rules as sentences: steer batch first, follow-ups FIFO, one active turn,
+pauses after failure or cancellation, Continue resumes, crashes repair themselves."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sessionops.scheduling.names import INPUT_FINALIZER, SEQUENCE_LABEL
+from sessionops.scheduling.queue import decide
+from tests import factories
+
+SNAP = {"model": "replay/hello", "approvalMode": "Default", "systemPrompt": "p"}
+
+
+def session(**status: Any) -> dict:
+    return factories.session(snapshot=SNAP, status=status)
+
+
+def inp(name: str, seq: int, *, delivery: str = "FollowUp", kind: str = "Message", phase: str | None = None,
+        run: str | None = None, deleting: bool = False, snapshot: dict | None = None) -> dict:
+    obj: dict[str, Any] = {"metadata": {"name": name, "finalizers": [INPUT_FINALIZER]},
+                           "spec": {"kind": kind, "sequence": seq, "contextSnapshot": snapshot or {**SNAP, "n": seq}},
+                           "status": {}}
+    if kind == "Message":
+        obj["spec"]["delivery"] = delivery
+    if phase:
+        obj["status"]["phase"] = phase
+    if run:
+        obj["status"]["run"] = run
+    if deleting:
+        obj["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    return obj
+
+
+def run(name: str, seq: int, phase: str | None, inputs: list[str]) -> dict:
+    return {"metadata": {"name": name, "labels": {SEQUENCE_LABEL: str(seq)}},
+            "spec": {"inputs": inputs}, "status": {"phase": phase} if phase else {}}
+
+
+def test_idle_session_claims_the_oldest_follow_up_alone() -> None:
+    plan = decide(session(), [inp("b", 2), inp("a", 1)], [])
+    assert plan.create_run.name == "s1-t1" and plan.create_run.inputs == ["a"]
+    assert plan.create_run.snapshot["n"] == 1
+    assert plan.consume == {"a": "s1-t1"}
+    assert plan.status["phase"] == "Running" and plan.status["queue"]["pending"] == 1
+
+
+def test_pending_steers_form_one_batch_ahead_of_follow_ups_with_the_first_steer_config() -> None:
+    plan = decide(session(), [inp("f", 1), inp("s2", 3, delivery="Steer"), inp("s1", 2, delivery="Steer")], [])
+    assert plan.create_run.inputs == ["s1", "s2"] and plan.create_run.name == "s1-t2"
+    assert plan.create_run.snapshot["n"] == 2
+
+
+def test_an_active_turn_blocks_claiming_and_steers_stay_pending_for_the_worker() -> None:
+    plan = decide(session(), [inp("a", 1, phase="Consumed", run="s1-t1"), inp("s", 2, delivery="Steer")],
+                  [run("s1-t1", 1, "Running", ["a"])])
+    assert plan.create_run is None and plan.consume == {}
+    assert plan.status["activeRun"] == "s1-t1" and plan.status["queue"]["pending"] == 1
+
+
+def test_session_phase_follows_the_active_run() -> None:
+    for run_phase, phase in [("Pending", "Running"), (None, "Running"), ("Waiting", "Waiting"),
+                             ("Cancelling", "Cancelling")]:
+        plan = decide(session(), [], [run("s1-t1", 1, run_phase, ["a"])])
+        assert plan.status["phase"] == phase
+
+
+def test_a_failed_turn_pauses_the_queue_and_a_continue_resumes_it_in_the_same_pass() -> None:
+    runs = [run("s1-t1", 1, "Failed", ["a"])]
+    waiting = [inp("a", 1, phase="Consumed", run="s1-t1"), inp("b", 2)]
+    plan = decide(session(), waiting, runs)
+    assert plan.create_run is None
+    assert plan.status["phase"] == "Paused" and plan.status["queue"]["paused"] is True
+    assert "s1-t1" in plan.status["queue"]["pausedReason"]
+    plan = decide(session(), [*waiting, inp("c", 3, kind="Continue")], runs)
+    assert plan.create_run.inputs == ["b"]
+    assert plan.consume == {"c": None, "b": "s1-t2"}
+
+
+def test_a_cancelled_turn_pauses_and_an_older_continue_does_not_count() -> None:
+    runs = [run("s1-t1", 1, "Failed", ["a"]), run("s1-t3", 3, "Cancelled", ["b"])]
+    inputs = [inp("c", 2, kind="Continue", phase="Consumed"), inp("d", 4)]
+    plan = decide(session(), inputs, runs)
+    assert plan.status["queue"]["paused"] and "cancelled" in plan.status["queue"]["pausedReason"]
+    assert plan.create_run is None
+
+
+def test_a_succeeded_turn_lets_the_next_follow_up_run_fifo() -> None:
+    plan = decide(session(), [inp("a", 1, phase="Consumed", run="s1-t1"), inp("c", 5), inp("b", 3)],
+                  [run("s1-t1", 1, "Succeeded", ["a"])])
+    assert plan.create_run.inputs == ["b"]
+
+
+def test_a_crash_between_create_run_and_consume_is_repaired_without_duplicating() -> None:
+    # The run exists (non-terminal) but its inputs were never marked consumed.
+    plan = decide(session(), [inp("a", 1), inp("b", 2)], [run("s1-t1", 1, "Pending", ["a"])])
+    assert plan.create_run is None and plan.consume == {"a": "s1-t1"}
+    # ...or it already finished: the next pass consumes exactly its inputs, then moves on.
+    plan = decide(session(), [inp("s", 1, delivery="Steer"), inp("t", 2, delivery="Steer")],
+                  [run("s1-t1", 1, "Succeeded", ["s"])])
+    assert plan.consume["s"] == "s1-t1"
+    assert plan.create_run.inputs == ["t"] and plan.create_run.name == "s1-t2"
+
+
+def test_deleting_a_pending_input_takes_it_out_of_the_queue() -> None:
+    plan = decide(session(), [inp("a", 1, deleting=True), inp("b", 2)], [])
+    assert plan.release == ["a"] and plan.create_run.inputs == ["b"]
+
+
+def test_a_consumed_input_keeps_its_record_while_its_run_is_active() -> None:
+    runs = [run("s1-t1", 1, "Running", ["a"])]
+    plan = decide(session(), [inp("a", 1, phase="Consumed", run="s1-t1", deleting=True)], runs)
+    assert plan.release == []
+    runs[0]["status"]["phase"] = "Succeeded"
+    plan = decide(session(), [inp("a", 1, phase="Consumed", run="s1-t1", deleting=True)], runs)
+    assert plan.release == ["a"]
+
+
+def test_status_projects_only_public_fields() -> None:
+    plan = decide(session(), [], [])
+    assert plan.status == {"phase": "Idle", "model": "replay/hello", "approvalMode": "Default", "activeRun": None,
+                           "queue": {"pending": 0, "paused": False, "pausedReason": None},
+                           "observedGeneration": None}
+    assert "contextSnapshot" not in str(plan.status) and "systemPrompt" not in str(plan.status)
+
+
+def test_decide_is_stable_when_replayed() -> None:
+    objects = (session(), [inp("a", 1), inp("b", 2, delivery="Steer")], [])
+    assert decide(*objects) == decide(*objects)

@@ -95,6 +95,31 @@ class Kube:
         return await self.call(self.custom.patch_namespaced_custom_object, GROUP, VERSION, namespace, plural,
                                name, body)
 
+    async def get_job(self, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            job = await self.call(self.batch.read_namespaced_job, name, namespace)
+        except ApiException as e:
+            if e.status == 404:
+                return None
+            raise
+        return self.api_client.sanitize_for_serialization(job)
+
+    async def create_job(self, namespace: str, body: dict[str, Any]) -> None:
+        """AlreadyExists is success: Job names are deterministic per segment."""
+        try:
+            await self.call(self.batch.create_namespaced_job, namespace, body)
+        except ApiException as e:
+            if e.status != 409:
+                raise
+
+    async def delete_job(self, namespace: str, name: str) -> None:
+        """Foreground: the Job goes only after its pods are gone. 404 means done."""
+        try:
+            await self.call(self.batch.delete_namespaced_job, name, namespace, propagation_policy="Foreground")
+        except ApiException as e:
+            if e.status != 404:
+                raise
+
     async def get_configmap(self, namespace: str, name: str) -> dict[str, Any] | None:
         try:
             cm = await self.call(self.core.read_namespaced_config_map, name, namespace)

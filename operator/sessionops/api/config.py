@@ -47,12 +47,17 @@ class Defaults(ApiModel):
 
 
 class WorkerConfig(ApiModel):
+    """How worker Jobs are built."""
+
     image: str = Field(default="ghcr.io/sessionops/sessionops:0.1.0", description="Worker image.")
     service_account_name: str = Field(default="sessionops-worker", description="Per-namespace worker account.")
     lease_duration_seconds: int = Field(default=30, ge=5, description="Session Lease duration; renewed at a third.")
     start_timeout_seconds: int = Field(
         default=300, ge=10, description="A Job whose pod never starts within this fails its segment.")
     max_retries: int = Field(default=2, ge=0, description="Retry segments after infrastructure failures.")
+    database_secret: SecretKeyRef = Field(
+        default_factory=lambda: SecretKeyRef(name="sessionops-database", key="url"),
+        description="Secret (in each worker namespace) holding the PostgreSQL DSN of the checkpoints.")
 
 
 class OperatorConfig(ApiModel):

@@ -1,0 +1,147 @@
+"""The run controller's decision (pure): which segment Job to start, and what a
+finished Job means for the run. The worker writes Running / Waiting / Succeeded /
+Failed itself; the operator only reads Job outcomes and decides retries."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+from typing import Any
+
+from sessionops.api.input import InputKind, InputPhase
+from sessionops.api.run import TERMINAL_PHASES, RunPhase, SegmentKind
+
+# Outcomes of a segment (status.segments[].outcome).
+LOST = "Lost"  # the pod died, was evicted or OOM-killed, or exited without a verdict
+NOT_STARTED = "NotStarted"  # no pod ran within the start timeout
+
+
+@dataclasses.dataclass(frozen=True)
+class JobView:
+    """What the run controller needs to know about a segment's Job."""
+
+    exists: bool
+    finished: bool = False
+    succeeded: bool = False
+    started: bool = False
+    created_at: datetime.datetime | None = None
+    reason: str = ""
+
+    @classmethod
+    def of(cls, job: dict[str, Any] | None) -> JobView:
+        if job is None:
+            return cls(exists=False)
+        status = job.get("status") or {}
+        conds = {c.get("type"): c for c in status.get("conditions") or [] if c.get("status") == "True"}
+        created = job.get("metadata", {}).get("creationTimestamp")
+        created_at = datetime.datetime.fromisoformat(created.replace("Z", "+00:00")) if created else None
+        failed = conds.get("Failed")
+        return cls(exists=True, finished="Complete" in conds or failed is not None,
+                   succeeded="Complete" in conds, started=bool(status.get("startTime") or status.get("active")),
+                   created_at=created_at,
+                   reason=(failed or {}).get("reason", "") + (": " + failed["message"] if failed and
+                                                               failed.get("message") else ""))
+
+
+@dataclasses.dataclass
+class RunPlan:
+    start_segment: tuple[int, str, str | None] | None = None  # (n, kind, resume input)
+    delete_job: str | None = None
+    consume_input: str | None = None
+    reject_input: tuple[str, str] | None = None  # (input, reason)
+    status: dict[str, Any] = dataclasses.field(default_factory=dict)  # merge patch of run status
+
+
+def _now_iso(now: datetime.datetime) -> str:
+    return now.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _phase(run: dict[str, Any]) -> str | None:
+    return (run.get("status") or {}).get("phase")
+
+
+def _next(segments: list[dict[str, Any]], kind: str, now: datetime.datetime, run_name: str,
+          resume_input: str | None = None) -> tuple[list[dict[str, Any]], tuple[int, str, str | None]]:
+    n = len(segments) + 1
+    seg = {"name": f"{run_name}-{n}", "kind": kind, "job": f"{run_name}-{n}", "startedAt": _now_iso(now)}
+    if resume_input:
+        seg["input"] = resume_input
+    return [*segments, seg], (n, kind, resume_input)
+
+
+def decide(run: dict[str, Any], job: dict[str, Any] | None, resume_inputs: list[dict[str, Any]], *,
+           now: datetime.datetime, max_retries: int, start_timeout_seconds: int) -> RunPlan:
+    """``job`` is the Job of the last segment; ``resume_inputs`` the pending Resume inputs naming this run."""
+    plan = RunPlan()
+    name = run["metadata"]["name"]
+    status = run.get("status") or {}
+    phase = _phase(run)
+    segments = [dict(s) for s in status.get("segments") or []]
+    if (run.get("spec") or {}).get("cancel") or phase == RunPhase.CANCELLING.value:
+        return plan  # the cancellation controller owns the run from here
+    if not segments:
+        if phase in TERMINAL_PHASES:
+            return plan
+        segments, plan.start_segment = _next(segments, SegmentKind.START.value, now, name)
+        plan.status = {"phase": RunPhase.PENDING.value, "segments": segments}
+        return plan
+
+    last = segments[-1]
+    view = JobView.of(job)
+    if last.get("outcome") is None:
+        verdict = None
+        if not view.exists:
+            # Created in an earlier pass whose Job create was lost: create it again (same name).
+            plan.start_segment = (len(segments), last["kind"], last.get("input"))
+            return plan
+        if view.finished:
+            if phase in (RunPhase.WAITING.value, RunPhase.SUCCEEDED.value, RunPhase.FAILED.value):
+                verdict = phase
+            else:
+                verdict = LOST
+                last["reason"] = view.reason or "the worker exited without writing a result"
+        elif not view.started and view.created_at is not None and \
+                (now - view.created_at).total_seconds() > start_timeout_seconds:
+            verdict = NOT_STARTED
+            last["reason"] = f"no pod started within {start_timeout_seconds}s"
+            plan.delete_job = last["job"]
+        if verdict is None:
+            return plan
+        last["outcome"] = verdict
+        last["finishedAt"] = _now_iso(now)
+        segments[-1] = last
+        plan.status = {"segments": segments}
+        if verdict in (LOST, NOT_STARTED):
+            retries = sum(1 for s in segments if s["kind"] == SegmentKind.RETRY.value)
+            if retries < max_retries:
+                segments, plan.start_segment = _next(segments, SegmentKind.RETRY.value, now, name)
+                plan.status = {"segments": segments, "phase": RunPhase.PENDING.value}
+            else:
+                plan.status = {"segments": segments, "phase": RunPhase.FAILED.value, "waitpoint": None,
+                               "conditions": [{"type": "Failed", "status": "True", "reason": "InfrastructureFailure",
+                                               "message": f"segment {last['name']}: {last['reason']} "
+                                                          f"(after {retries} retries)",
+                                               "lastTransitionTime": _now_iso(now)}]}
+        return plan
+
+    if phase == RunPhase.WAITING.value:
+        waitpoint = status.get("waitpoint") or {}
+        for inp in sorted(resume_inputs, key=lambda i: int((i.get("spec") or {}).get("sequence") or 0)):
+            spec = inp.get("spec") or {}
+            if spec.get("waitpointId") != waitpoint.get("id"):
+                plan.reject_input = (inp["metadata"]["name"], f'stale waitpoint "{spec.get("waitpointId")}"')
+                return plan
+            segments, plan.start_segment = _next(segments, SegmentKind.RESUME.value, now, name,
+                                                 inp["metadata"]["name"])
+            plan.consume_input = inp["metadata"]["name"]
+            plan.status = {"segments": segments, "phase": RunPhase.RUNNING.value}
+            return plan
+    return plan
+
+
+def pending_resumes(inputs: list[dict[str, Any]], run_name: str) -> list[dict[str, Any]]:
+    return [i for i in inputs
+            if (i.get("spec") or {}).get("kind") == InputKind.RESUME.value
+            and (i.get("spec") or {}).get("run") == run_name
+            and ((i.get("status") or {}).get("phase") or InputPhase.PENDING.value) == InputPhase.PENDING.value
+            and not i.get("metadata", {}).get("deletionTimestamp")]

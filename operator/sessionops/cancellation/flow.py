@@ -1,0 +1,93 @@
+"""The cancellation flow (pure): request -> Cancelling -> stop execution -> cleanup ->
+Cancelled. Each decision is re-derived from the objects, so a retry, a timer pass or
+an operator restart continues exactly where the last one stopped."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+from typing import Any
+
+from sessionops.api.run import TERMINAL_PHASES, RunPhase
+
+CANCELLED_OUTCOME = "Cancelled"
+
+
+@dataclasses.dataclass(frozen=True)
+class Execution:
+    """Whether anything may still write the thread: the segment Job, its pods, the Lease."""
+
+    job_exists: bool
+    job_finished: bool
+    pods_running: int
+    lease_holder: str | None
+    lease_expires_at: datetime.datetime | None
+
+
+@dataclasses.dataclass
+class CancelPlan:
+    status: dict[str, Any] = dataclasses.field(default_factory=dict)
+    delete_job: str | None = None
+    wait_reason: str | None = None  # stop here and come back later
+    run_cleanup: bool = False
+
+
+def _iso(now: datetime.datetime) -> str:
+    return now.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def lease_live(execution: Execution, now: datetime.datetime) -> bool:
+    return bool(execution.lease_holder) and execution.lease_expires_at is not None \
+        and execution.lease_expires_at > now
+
+
+def decide(run: dict[str, Any], execution: Execution, *, now: datetime.datetime) -> CancelPlan:
+    plan = CancelPlan()
+    status = run.get("status") or {}
+    phase = status.get("phase")
+    if not (run.get("spec") or {}).get("cancel") or phase == RunPhase.CANCELLED.value:
+        return plan
+    if phase in TERMINAL_PHASES:
+        return plan  # finished before the request was seen: nothing to cancel, and repeating is a no-op
+    if phase != RunPhase.CANCELLING.value:
+        # Step 1: a cancelling run is never waiting, so no message can be taken for a resume value.
+        plan.status = {"phase": RunPhase.CANCELLING.value, "waitpoint": None,
+                       "cancellation": {"requestedAt": _iso(now), "completedSteps": []}}
+        return plan
+    segments = status.get("segments") or []
+    last = segments[-1] if segments else None
+    # Step 2: stop execution, and never clean up while a writer may be alive.
+    if last is not None and execution.job_exists and not execution.job_finished:
+        plan.delete_job = last["job"]
+        plan.wait_reason = f'waiting for job "{last["job"]}" to stop'
+        return plan
+    if execution.pods_running:
+        plan.wait_reason = f"waiting for {execution.pods_running} worker pod(s) to stop"
+        return plan
+    if lease_live(execution, now):
+        plan.wait_reason = f'waiting for the session lease held by "{execution.lease_holder}" to be released'
+        return plan
+    plan.run_cleanup = True
+    return plan
+
+
+def completed(run: dict[str, Any], steps: list[str], *, now: datetime.datetime) -> dict[str, Any]:
+    """Step 4: the status after a successful cleanup (written only after it)."""
+    status = run.get("status") or {}
+    segments = [dict(s) for s in status.get("segments") or []]
+    if segments and segments[-1].get("outcome") is None:
+        segments[-1].update(outcome=CANCELLED_OUTCOME, finishedAt=_iso(now))
+    cancellation = dict(status.get("cancellation") or {})
+    cancellation.update(completedSteps=steps, completedAt=_iso(now))
+    return {"phase": RunPhase.CANCELLED.value, "segments": segments, "cancellation": cancellation,
+            "waitpoint": None, "result": None,
+            "conditions": [{"type": "Cancelled", "status": "True", "reason": "CleanupComplete",
+                            "message": f"checkpoint cleaned ({', '.join(steps) or 'nothing to clean'})",
+                            "lastTransitionTime": _iso(now)}]}
+
+
+def failed_step(step: str, error: str, *, now: datetime.datetime) -> dict[str, Any]:
+    """A failing step leaves the run Cancelling with a condition naming it."""
+    return {"conditions": [{"type": "CleanupFailed", "status": "True", "reason": f"Step{step}Failed",
+                            "message": f"cleanup step {step} failed: {error}"[:1024],
+                            "lastTransitionTime": _iso(now)}]}

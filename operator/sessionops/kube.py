@@ -120,6 +120,20 @@ class Kube:
             if e.status != 404:
                 raise
 
+    async def running_pods(self, namespace: str, job: str) -> int:
+        """Pods of the Job that may still write (not Succeeded/Failed)."""
+        pods = await self.call(self.core.list_namespaced_pod, namespace, label_selector=f"job-name={job}")
+        return sum(1 for p in pods.items if (p.status and p.status.phase) not in ("Succeeded", "Failed"))
+
+    async def get_lease(self, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            lease = await self.call(self.coordination.read_namespaced_lease, name, namespace)
+        except ApiException as e:
+            if e.status == 404:
+                return None
+            raise
+        return self.api_client.sanitize_for_serialization(lease)
+
     async def get_configmap(self, namespace: str, name: str) -> dict[str, Any] | None:
         try:
             cm = await self.call(self.core.read_namespaced_config_map, name, namespace)

@@ -1,17 +1,20 @@
 """The operator process: ``python -m sessionops.manager``.
 
 kopf runs every handler in ``sessionops.handlers``; this module only wires settings,
-the webhook server, storages and shared state.
+the webhook server, storages, the database schema and shared state.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import random
 from typing import Any
 
 import kopf
+from kubernetes.client.exceptions import ApiException
 
+from sessionops import checkpoints, metrics
 from sessionops.certificates import WebhookServer
 from sessionops.config_watch import ConfigWatcher
 from sessionops.configuration import ConfigStore
@@ -37,6 +40,16 @@ def configure_kopf(kopf_settings: kopf.OperatorSettings, settings: Settings) -> 
     kopf_settings.admission.managed = None
 
 
+async def ensure_peering(kube: Kube, name: str) -> None:
+    """kopf waits for its ClusterKopfPeering object but never creates it. 409 means done."""
+    body = {"apiVersion": "kopf.dev/v1", "kind": "ClusterKopfPeering", "metadata": {"name": name}}
+    try:
+        await kube.call(kube.custom.create_cluster_custom_object, "kopf.dev", "v1", "clusterkopfpeerings", body)
+    except ApiException as e:
+        if e.status != 409:
+            raise
+
+
 async def build_runtime(settings: Settings) -> Runtime:
     rt = Runtime(settings=settings, kube=Kube(load_api_client()), config=ConfigStore())
     await ConfigWatcher(rt).refresh()
@@ -47,8 +60,14 @@ async def build_runtime(settings: Settings) -> Runtime:
 async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     ours = Settings.from_env()
     configure_kopf(settings, ours)
+    # Schema set-up runs once here, never in workers (they only read and write).
+    await checkpoints.asetup(ours.database_url)
     memo.runtime = await build_runtime(ours)
+    if ours.peering:
+        await ensure_peering(memo.runtime.kube, ours.peering)
     memo.config_task = asyncio.create_task(ConfigWatcher(memo.runtime).run(), name="config-watch")
+    if ours.metrics_port:
+        memo.metrics = await metrics.serve(ours.metrics_port, ready=lambda: memo.runtime.config.loaded)
 
 
 @kopf.on.cleanup()
@@ -56,17 +75,27 @@ async def cleanup(memo: Any, **_: Any) -> None:
     task = getattr(memo, "config_task", None)
     if task is not None:
         task.cancel()
+    if getattr(memo, "metrics", None) is not None:
+        await memo.metrics.cleanup()
     rt: Runtime | None = getattr(memo, "runtime", None)
     if rt is not None:
         rt.kube.close()
 
 
-def main() -> None:
-    import sessionops.handlers.admission  # noqa: F401  (registers the webhooks)
+def register_handlers() -> None:
+    import sessionops.handlers.admission  # noqa: F401
+    import sessionops.handlers.cancellation  # noqa: F401
+    import sessionops.handlers.runs  # noqa: F401
+    import sessionops.handlers.sessions  # noqa: F401
 
+
+def main() -> None:
+    register_handlers()
     settings = Settings.from_env()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    kopf.run(clusterwide=True, standalone=settings.peering is None, peering_name=settings.peering or None)
+    # A unique priority: replicas with equal priorities pause each other (kopf peering).
+    kopf.run(clusterwide=True, standalone=settings.peering is None, peering_name=settings.peering or None,
+             priority=random.randint(1, 2**31 - 1))
 
 
 if __name__ == "__main__":

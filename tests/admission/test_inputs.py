@@ -154,3 +154,9 @@ def test_carry_forward_restores_only_server_owned_fields() -> None:
     assert carry_forward(old, {"messages": []}) == {"sequence": 3, "contextSnapshot": SNAP,
                                                     "submittedBy": {"username": "u"}}
     assert carry_forward(old, dict(old)) == {}
+
+
+def test_answers_on_a_message_are_rejected_by_the_webhook() -> None:
+    with pytest.raises(Rejection) as e:
+        decide(message(answers=["x"]))
+    assert e.value.field == "spec.answers"

@@ -55,6 +55,8 @@ def decide_receipt(spec: dict[str, Any], session: dict[str, Any] | None, *, sess
         raise Rejection("spec.sessionRef.name", f'agentsession "{session_name}" has no snapshot yet', CONFLICT)
     session_snapshot = ContextSnapshot.model_validate(stored)
     kind = spec.get("kind") or InputKind.MESSAGE.value
+    if kind != InputKind.RESUME.value and spec.get("answers") is not None:
+        raise Rejection("spec.answers", "answers belong to Resume inputs")
 
     if kind == InputKind.CONTINUE.value:
         queue = (session.get("status") or {}).get("queue") or {}

@@ -62,10 +62,12 @@ class ToolAccessMiddleware(AgentMiddleware):
     def wrap_tool_call(
         self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
     ) -> ToolMessage | Command[Any]:
-        return self._refusal(request) or handler(request)
+        refusal = self._refusal(request)
+        return handler(request) if refusal is None else refusal
 
     async def awrap_tool_call(
         self, request: ToolCallRequest,
         handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
     ) -> ToolMessage | Command[Any]:
-        return self._refusal(request) or await handler(request)
+        refusal = self._refusal(request)
+        return await handler(request) if refusal is None else refusal

@@ -102,7 +102,8 @@ class ApprovalMiddleware(AgentMiddleware):
     ) -> ToolMessage | Command[Any]:
         if (payload := self._request(request)) is None:
             return handler(request)
-        return self._decide(request, payload) or handler(request)
+        rejection = self._decide(request, payload)
+        return handler(request) if rejection is None else rejection
 
     async def awrap_tool_call(
         self, request: ToolCallRequest,
@@ -110,4 +111,5 @@ class ApprovalMiddleware(AgentMiddleware):
     ) -> ToolMessage | Command[Any]:
         if (payload := self._request(request)) is None:
             return await handler(request)
-        return self._decide(request, payload) or await handler(request)
+        rejection = self._decide(request, payload)
+        return await handler(request) if rejection is None else rejection

@@ -43,6 +43,8 @@ class AgentNodes:
 
     MODEL = "model"
     TOOLS = "tools"
+    LOOP_ENTRY = "step_limit.before_model"
+    """Where every model round starts: the node a merge of tool results triggers."""
 
 
 class SessionState(AgentState):
@@ -168,15 +170,17 @@ def build_agent(
     extra_tools: Sequence[BaseTool] = (),
     steering: SteeringMiddleware | None = None,
     tool_filter: ToolFilter | None = None,
+    shell_env: Mapping[str, str] | None = None,
 ) -> CompiledStateGraph:
     """The compiled agent graph of a turn.
 
     Run it with ``config={"configurable": {"thread_id": <session uid>}}`` and
     ``durability="sync"``. ``extra_tools`` is the extension point for ``delegate`` and
     MCP tools; ``tool_filter`` decides per tool name, at each call, whether the sender
-    may use it now.
+    may use it now. ``run_shell`` sees only PATH/LANG/LC_ALL/TZ plus ``shell_env``.
     """
-    tools = builtin_tools(workdir, skills=skills, skill_selection=snapshot.skills) + list(extra_tools)
+    tools = builtin_tools(workdir, skills=skills, skill_selection=snapshot.skills, shell_env=shell_env)
+    tools += list(extra_tools)
     return compile_agent(
         snapshot, model=model, tools=select_tools(snapshot, tools), checkpointer=checkpointer,
         steering=steering, tool_filter=tool_filter, prompt=system_prompt(snapshot, skills),

@@ -11,6 +11,7 @@ runs only for new input, never on resume or retry).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, NotRequired
 
@@ -97,7 +98,7 @@ class ToolResultLimitMiddleware(AgentMiddleware):
     def _bounded(self, result: ToolMessage | Command[Any]) -> ToolMessage | Command[Any]:
         if isinstance(result, Command) and isinstance(result.update, dict) and "messages" in result.update:
             update = {**result.update, "messages": [self._bounded_message(m) for m in result.update["messages"]]}
-            return Command(graph=result.graph, update=update, resume=result.resume, goto=result.goto)
+            return dataclasses.replace(result, update=update)
         return self._bounded_message(result)
 
     def wrap_tool_call(

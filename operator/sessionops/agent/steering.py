@@ -78,9 +78,8 @@ class SteeringMiddleware(AgentMiddleware):
             return None
         steers = dict(_unique(self.fetch_steers()))
         present = set(delivered_steer_uids(state))
-        if confirmed := [uid for uid in steers if uid in present]:
-            if self.on_delivered is not None:
-                self.on_delivered(confirmed)
+        if (confirmed := [uid for uid in steers if uid in present]) and self.on_delivered is not None:
+            self.on_delivered(confirmed)
         new = [(uid, text) for uid, text in steers.items() if uid not in present]
         if not new:
             return None

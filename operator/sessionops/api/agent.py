@@ -2,26 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
 from sessionops.api.common import ApiModel, ApprovalMode, Condition
 from sessionops.api.snapshot import PRESERVE, ContextField, McpServer, Summarization, ToolName
-
-TOOLS_RULE = {
-    "rule": "!has(self.tools) || (type(self.tools) == string ? self.tools == 'all' : "
-            "(type(self.tools) == list && self.tools.all(t, t in ['read_file', 'write_file', 'list_files', "
-            "'run_shell', 'ask_user', 'load_skill', 'delegate'])))",
-    "message": 'tools must be "all" or a list of built-in tool names',
-    "fieldPath": ".tools",
-}
-SKILLS_RULE = {
-    "rule": "!has(self.skills) || (type(self.skills) == string ? self.skills == 'all' : "
-            "(type(self.skills) == list && self.skills.all(s, type(s) == string)))",
-    "message": 'skills must be "all" or a list of skill names',
-    "fieldPath": ".skills",
-}
 
 
 class WorkerSettings(ApiModel):
@@ -45,8 +31,8 @@ class WorkerSettings(ApiModel):
 class AgentSpec(ApiModel):
     """An agent definition: prompt, model, approval, tools, limits, context schema, pod settings."""
 
-    x_validations: ClassVar[list[dict[str, str]]] = [TOOLS_RULE, SKILLS_RULE]
-
+    # tools/skills are unions ("all" or a list): not structural, so the validating webhook
+    # checks them (a CEL rule cannot type-check an untyped field on a real API server).
     system_prompt: str = Field(description="System prompt of the agent.", min_length=1, max_length=65_536)
     model: str | None = Field(default=None, description="Catalog model name; the system default when omitted.",
                               min_length=1, max_length=253)

@@ -32,8 +32,6 @@ class AgentSessionSpec(ApiModel):
          "fieldPath": ".model", "reason": "FieldValueInvalid"},
         {"rule": "self.agentRef == oldSelf.agentRef", "message": "agentRef is immutable",
          "fieldPath": ".agentRef"},
-        {"rule": "(has(self.context) ? self.context : {}) == (has(oldSelf.context) ? oldSelf.context : {})",
-         "message": "context is immutable: create a new session to change it", "fieldPath": ".context"},
     ]
 
     agent_ref: ObjectRef = Field(description="The Agent this session runs, in the same namespace.")

@@ -4,8 +4,6 @@ resume input is not pending any more on the next pass."""
 
 from __future__ import annotations
 
-import asyncio
-import collections
 import datetime
 import logging
 from typing import Any
@@ -14,10 +12,10 @@ from sessionops.api.agent import WorkerSettings
 from sessionops.api.config import OperatorConfig
 from sessionops.execution import jobs, segments
 from sessionops.kube import Kube
+from sessionops.locks import lock
 from sessionops.scheduling.names import SESSION_LABEL
 
 logger = logging.getLogger(__name__)
-_locks: collections.defaultdict[tuple[str, str], asyncio.Lock] = collections.defaultdict(asyncio.Lock)
 
 
 async def worker_settings(kube: Kube, namespace: str, run: dict[str, Any]) -> WorkerSettings | None:
@@ -30,7 +28,7 @@ async def worker_settings(kube: Kube, namespace: str, run: dict[str, Any]) -> Wo
 
 async def reconcile_run(kube: Kube, config: OperatorConfig, namespace: str, name: str,
                         now: datetime.datetime | None = None) -> segments.RunPlan | None:
-    async with _locks[(namespace, name)]:
+    async with lock("run", namespace, name):
         run = await kube.get("agentruns", namespace, name)
         if run is None or run["metadata"].get("deletionTimestamp"):
             return None

@@ -7,7 +7,7 @@ from typing import Any
 import kopf
 
 from sessionops import GROUP, VERSION
-from sessionops.admission import inputs, receipt, sessions
+from sessionops.admission import agents, inputs, receipt, sessions
 from sessionops.admission.errors import Rejection
 from sessionops.api.input import SubmittedBy
 from sessionops.runtime import Runtime
@@ -101,3 +101,20 @@ def validate_session(body: kopf.Body, **_: Any) -> None:
     if body.spec.get("contextSnapshot") is None:
         raise kopf.AdmissionError("spec.contextSnapshot: missing: the session was not admitted by the "
                                   "sessionops mutating webhook", code=422)
+
+
+@kopf.on.validate(GROUP, VERSION, "agents", id=VALIDATE, operations=["CREATE", "UPDATE"])
+def validate_agent(spec: kopf.Spec, **_: Any) -> None:
+    try:
+        agents.check_agent(dict(spec))
+    except Rejection as r:
+        raise _deny(r) from None
+
+
+@kopf.on.validate(GROUP, VERSION, "agentruns", id=VALIDATE, operations=["UPDATE"])
+def validate_run(body: kopf.Body, old: Any, userinfo: dict[str, Any], **_: Any) -> None:
+    """Users may only request cancellation; the CRD's CEL rules say the same, this names the field."""
+    before, after = dict(old.get("spec") or {}), dict(body.spec)
+    for key in sorted(set(before) | set(after)):
+        if key != "cancel" and before.get(key) != after.get(key):
+            raise kopf.AdmissionError(f"spec.{key}: only spec.cancel may change on a run", code=422)

@@ -7,7 +7,7 @@ from typing import Any
 
 import kopf
 
-from sessionops import GROUP, VERSION
+from sessionops import GROUP, VERSION, checkpoints
 from sessionops.runtime import Runtime
 from sessionops.scheduling.reconcile import reconcile_session
 
@@ -37,3 +37,10 @@ async def session_resync(name: str, namespace: str, memo: Any, **_: Any) -> None
     """A safety net: a missed event is repaired within the interval."""
     rt: Runtime = memo.runtime
     await reconcile_session(rt.kube, namespace, name)
+
+
+@kopf.on.delete(GROUP, VERSION, "agentsessions")
+async def session_deleted(uid: str, memo: Any, **_: Any) -> None:
+    """The session's thread goes with it. Repeating is safe: deleting no rows is a no-op."""
+    rt: Runtime = memo.runtime
+    await checkpoints.adelete_thread(rt.settings.database_url, uid)

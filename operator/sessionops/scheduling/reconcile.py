@@ -5,7 +5,6 @@ values, and finalizer removal is a no-op once removed."""
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import logging
 from typing import Any
@@ -14,13 +13,12 @@ from kubernetes.client.exceptions import ApiException
 
 from sessionops import API_VERSION
 from sessionops.kube import Conflict, Kube
+from sessionops.locks import lock
 from sessionops.scheduling import queue
 from sessionops.scheduling.names import INPUT_FINALIZER, SEQUENCE_LABEL, SESSION_LABEL
 
 logger = logging.getLogger(__name__)
 
-# One writer per session inside this process; kopf peering keeps other replicas passive.
-_locks: collections.defaultdict[tuple[str, str], asyncio.Lock] = collections.defaultdict(asyncio.Lock)
 
 
 def owner_reference(obj: dict[str, Any], *, controller: bool = True) -> dict[str, Any]:
@@ -44,7 +42,7 @@ def _status_changed(current: dict[str, Any], wanted: dict[str, Any]) -> bool:
 
 
 async def reconcile_session(kube: Kube, namespace: str, name: str) -> queue.Plan | None:
-    async with _locks[(namespace, name)]:
+    async with lock("session", namespace, name):
         session = await kube.get("agentsessions", namespace, name)
         if session is None:
             return None

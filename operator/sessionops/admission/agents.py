@@ -1,0 +1,39 @@
+"""Agent admission (pure): the whole spec validated by the pydantic model, so unions that
+the CRD schema cannot express (tools, skills: "all" or a list) get a field-path error."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+
+from sessionops.admission.errors import Rejection
+from sessionops.api.agent import AgentSpec
+
+
+def check_agent(spec: dict[str, Any]) -> AgentSpec:
+    try:
+        parsed = AgentSpec.model_validate(spec)
+    except ValidationError as e:
+        err = e.errors()[0]
+        path = ".".join(str(p) for p in err["loc"] if not str(p).startswith(("literal[", "list[")))
+        raise Rejection(f"spec.{path}", err["msg"]) from e
+    names = [f.name for f in parsed.context_schema]
+    if len(set(names)) != len(names):
+        raise Rejection("spec.contextSchema", "field names must be unique")
+    for i, field in enumerate(parsed.context_schema):
+        values = ([field.default] if field.default is not None else []) + list(field.enum or [])
+        for value in values:
+            ok = {"string": isinstance(value, str), "boolean": isinstance(value, bool),
+                  "integer": isinstance(value, int) and not isinstance(value, bool),
+                  "number": isinstance(value, int | float) and not isinstance(value, bool)}[field.type]
+            if not ok:
+                raise Rejection(f"spec.contextSchema[{i}]", f"{value!r} is not of type {field.type}")
+        if field.enum is not None and field.default is not None and field.default not in field.enum:
+            raise Rejection(f"spec.contextSchema[{i}].default", "must be one of the enum values")
+    selected = parsed.skills
+    if selected != "all":
+        missing = [s for s in parsed.preload_skills if s not in selected]
+        if missing:
+            raise Rejection("spec.preloadSkills", f"not among spec.skills: {', '.join(missing)}")
+    return parsed

@@ -1,0 +1,29 @@
+"""Cancellation: run events start it; a timer is the recovery scan for Cancelling runs
+(a failed step, a Job still stopping, an operator restart mid-cleanup)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import kopf
+
+from sessionops import GROUP, VERSION
+from sessionops.cancellation.reconcile import reconcile_cancel
+from sessionops.runtime import Runtime
+
+
+def _cancelling(spec: kopf.Spec, status: kopf.Status, **_: Any) -> bool:
+    return bool(spec.get("cancel")) and status.get("phase") not in ("Cancelled", "Succeeded", "Failed")
+
+
+@kopf.on.event(GROUP, VERSION, "agentruns", when=_cancelling)
+async def cancel_requested(name: str, namespace: str, type: str | None, memo: Any, **_: Any) -> None:
+    rt: Runtime = memo.runtime
+    if type != "DELETED":
+        await reconcile_cancel(rt.kube, rt.settings.database_url, namespace, name)
+
+
+@kopf.timer(GROUP, VERSION, "agentruns", interval=2, when=_cancelling)
+async def cancel_recovery(name: str, namespace: str, memo: Any, **_: Any) -> None:
+    rt: Runtime = memo.runtime
+    await reconcile_cancel(rt.kube, rt.settings.database_url, namespace, name)

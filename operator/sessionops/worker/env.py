@@ -1,0 +1,119 @@
+"""The segment's environment, as ``sessionops.execution.jobs.job_body`` writes it.
+
+Parsing only: a missing or malformed variable is an ``EnvError`` naming the variable
+(never its value: some of them are secrets).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import socket
+from collections.abc import Mapping
+from pathlib import Path
+
+from sessionops.api.run import SegmentKind
+
+
+class EnvError(ValueError):
+    """The Job's environment is incomplete or malformed (an operator bug, not a user error)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelEnv:
+    """The catalog entry of the turn's model, resolved by the operator at Job creation."""
+
+    name: str
+    """Catalog name (e.g. ``replay/hello``), for logs."""
+    provider: str
+    """``openai`` or ``replay``: both speak OpenAI chat completions."""
+    model_id: str
+    """Provider's model id; for replay, the scenario name."""
+    endpoint: str | None = None
+    """Base URL of the chat-completions API; None: the provider's default."""
+    max_tokens: int | None = None
+    temperature: float | None = None
+    api_key: str | None = dataclasses.field(default=None, repr=False)
+    """From the catalog entry's secretKeyRef; never logged (``repr=False``)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkerEnv:
+    namespace: str
+    run: str
+    segment: int
+    kind: SegmentKind
+    workdir: Path
+    database_url: str = dataclasses.field(repr=False)
+    """PostgreSQL DSN of the checkpoints; may carry a password, never logged."""
+    model: ModelEnv | None
+    """None when the snapshot's model is not in the catalog any more: the run fails."""
+    resume_input: str | None = None
+    """Resume segments: the AgentInput this segment answers."""
+    lease_seconds: int = 30
+    """Session Lease duration in seconds; renewed every third of it."""
+    lease_wait_seconds: float = 60.0
+    """How long to wait for another live holder of the Lease before exiting non-zero
+    (the operator then retries). Default: twice the Lease duration, so a crashed
+    holder's Lease has expired well within it."""
+    identity: str = ""
+    """Host name: the pod name in a cluster (and under the pod runner)."""
+
+    @property
+    def segment_name(self) -> str:
+        """Equal to the segment's Job name (``<run>-<n>``)."""
+        return f"{self.run}-{self.segment}"
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str] | None = None) -> WorkerEnv:
+        env = os.environ if environ is None else environ
+
+        def required(name: str) -> str:
+            value = env.get(name, "").strip()
+            if not value:
+                raise EnvError(f"{name} is not set")
+            return value
+
+        def number(name: str, default: float | None, cast: type = int) -> float | None:
+            raw = env.get(name, "").strip()
+            if not raw:
+                return default
+            try:
+                return cast(raw)
+            except ValueError:
+                raise EnvError(f"{name} is not a valid {cast.__name__}") from None
+
+        try:
+            kind = SegmentKind(required("SESSIONOPS_SEGMENT_KIND"))
+        except ValueError:
+            raise EnvError("SESSIONOPS_SEGMENT_KIND must be Start, Resume or Retry") from None
+        lease_seconds = int(number("SESSIONOPS_LEASE_SECONDS", 30) or 30)
+        if lease_seconds < 3:
+            raise EnvError("SESSIONOPS_LEASE_SECONDS must be at least 3")
+        model = None
+        if env.get("SESSIONOPS_MODEL_ID", "").strip():
+            model = ModelEnv(
+                name=env.get("SESSIONOPS_MODEL_NAME", "").strip() or required("SESSIONOPS_MODEL_ID"),
+                provider=required("SESSIONOPS_MODEL_PROVIDER"),
+                model_id=required("SESSIONOPS_MODEL_ID"),
+                endpoint=env.get("SESSIONOPS_MODEL_ENDPOINT", "").strip() or None,
+                max_tokens=number("SESSIONOPS_MODEL_MAX_TOKENS", None),  # type: ignore[arg-type]
+                temperature=number("SESSIONOPS_MODEL_TEMPERATURE", None, float),
+                api_key=env.get("SESSIONOPS_MODEL_API_KEY", "").strip() or None,
+            )
+        resume = env.get("SESSIONOPS_RESUME_INPUT", "").strip() or None
+        if kind == SegmentKind.RESUME and resume is None:
+            raise EnvError("SESSIONOPS_RESUME_INPUT is required for a Resume segment")
+        return cls(
+            namespace=required("SESSIONOPS_NAMESPACE"),
+            run=required("SESSIONOPS_RUN"),
+            segment=int(number("SESSIONOPS_SEGMENT", None) or required("SESSIONOPS_SEGMENT")),
+            kind=kind,
+            workdir=Path(required("SESSIONOPS_WORKDIR")),
+            database_url=required("DATABASE_URL"),
+            model=model,
+            resume_input=resume,
+            lease_seconds=lease_seconds,
+            lease_wait_seconds=float(number("SESSIONOPS_LEASE_WAIT_SECONDS", 2.0 * lease_seconds, float) or 0),
+            identity=env.get("HOSTNAME", "").strip() or socket.gethostname(),
+        )

@@ -1,0 +1,194 @@
+"""The worker's Kubernetes adapter (official synchronous client): plain dicts in and out.
+
+Writes are compare-and-swaps (``metadata.resourceVersion`` in a merge patch, or a
+replace carrying it): a write decided on a stale read fails with ``Conflict`` and the
+caller re-reads. Run status writes never overwrite a cancel: the cancellation
+controller owns a run from the moment ``spec.cancel`` is set.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import kubernetes
+from kubernetes.client.exceptions import ApiException
+
+from sessionops import GROUP, VERSION
+from sessionops.api.input import InputPhase
+from sessionops.api.run import RunPhase
+from sessionops.kube import load_api_client
+from sessionops.scheduling.names import SESSION_LABEL
+
+logger = logging.getLogger(__name__)
+
+SKILL_LABEL = "sessionops.dev/skill"
+CAS_ATTEMPTS = 8
+"""Re-reads of a run before a status write gives up: other writers (the operator's
+segment bookkeeping) touch the run rarely, so a few attempts always suffice."""
+CUSTOM = f"/apis/{GROUP}/{VERSION}"
+LEASES = "/apis/coordination.k8s.io/v1"
+REQUEST_TIMEOUT = (5.0, 30.0)
+"""(connect, read) seconds per API call: a hung API server becomes an error, not a hang."""
+
+OWNED_BY_CANCELLATION = frozenset({RunPhase.CANCELLING.value, RunPhase.CANCELLED.value})
+FINAL = frozenset({RunPhase.SUCCEEDED.value, RunPhase.FAILED.value, *OWNED_BY_CANCELLATION})
+
+
+class Conflict(Exception):
+    """409: the object changed since it was read (or the name exists)."""
+
+
+def cancelled(run: dict[str, Any]) -> bool:
+    """True once the cancellation controller owns the run: the worker must not write it."""
+    phase = (run.get("status") or {}).get("phase")
+    return bool((run.get("spec") or {}).get("cancel")) or phase in OWNED_BY_CANCELLATION
+
+
+def writable(run: dict[str, Any]) -> bool:
+    """A run the worker may still write: not cancelled and without a final verdict."""
+    return not cancelled(run) and (run.get("status") or {}).get("phase") not in FINAL
+
+
+class WorkerKube:
+    """Plain-dict requests through the official client's ``ApiClient`` (configuration,
+    credentials, TLS, retries, ``ApiException``). The generated API classes are not used:
+    importing them costs the worker up to a second of start-up (``CoreV1Api`` alone)."""
+
+    def __init__(self, api_client: kubernetes.client.ApiClient) -> None:
+        self.api_client = api_client
+
+    @classmethod
+    def connect(cls) -> WorkerKube:
+        """In-cluster credentials in a pod, else ``KUBECONFIG``."""
+        return cls(load_api_client(pool_size=4))
+
+    def close(self) -> None:
+        self.api_client.close()
+
+    def request(self, method: str, path: str, *, body: Any = None, query: dict[str, str] | None = None,
+                content_type: str = "application/json") -> dict[str, Any]:
+        """One API call; non-2xx raises ``ApiException`` (409: ``Conflict``)."""
+        params = self.api_client.param_serialize(
+            method=method, resource_path=path, query_params=list((query or {}).items()),
+            header_params={"Accept": "application/json", "Content-Type": content_type}, body=body,
+            auth_settings=["BearerToken"])
+        response = self.api_client.call_api(*params, _request_timeout=REQUEST_TIMEOUT)
+        response.read()
+        text = response.data.decode("utf-8") if response.data else ""
+        if not 200 <= response.status <= 299:
+            try:
+                ApiException.from_response(http_resp=response, body=text, data=None)
+            except ApiException as e:
+                if e.status == 409:
+                    raise Conflict(str(e.reason)) from e
+                raise
+        return json.loads(text) if text else {}
+
+    def _get(self, path: str) -> dict[str, Any] | None:
+        try:
+            return self.request("GET", path)
+        except ApiException as e:
+            if e.status == 404:  # absence is an answer the callers decide on
+                return None
+            raise
+
+    # Our custom resources.
+    def get(self, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
+        return self._get(f"{CUSTOM}/namespaces/{namespace}/{plural}/{name}")
+
+    def list_inputs(self, namespace: str, session: str) -> list[dict[str, Any]]:
+        result = self.request("GET", f"{CUSTOM}/namespaces/{namespace}/agentinputs",
+                              query={"labelSelector": f"{SESSION_LABEL}={session}"})
+        return list(result.get("items") or [])
+
+    def patch_status(self, plural: str, obj: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
+        """Merge-patch ``status`` under ``obj``'s resourceVersion (a CAS; ``Conflict`` when stale).
+        Repeating it is safe: the values are absolute."""
+        meta = obj["metadata"]
+        body = {"metadata": {"resourceVersion": meta["resourceVersion"]}, "status": status}
+        return self.request("PATCH", f"{CUSTOM}/namespaces/{meta['namespace']}/{plural}/{meta['name']}/status",
+                            body=body, content_type="application/merge-patch+json")
+
+    def update_run_status(self, namespace: str, name: str,
+                          change: Callable[[dict[str, Any]], dict[str, Any] | None]) -> dict[str, Any] | None:
+        """Re-read the run, let ``change(run)`` compute a status merge patch, write it as a CAS.
+
+        Returns the written run, or None when nothing was written: the run is gone, is
+        cancelled (the cancellation controller owns it), already has a verdict, or
+        ``change`` returned None. Safe to repeat: every attempt starts from a fresh read.
+        """
+        for _ in range(CAS_ATTEMPTS):
+            run = self.get("agentruns", namespace, name)
+            if run is None or not writable(run):
+                return None
+            patch = change(run)
+            if patch is None:
+                return None
+            try:
+                return self.patch_status("agentruns", run, patch)
+            except Conflict:
+                continue  # someone wrote the run since our read: decide again on a fresh one
+        raise Conflict(f"agentruns {name}: still conflicting after {CAS_ATTEMPTS} attempts")
+
+    def claim_input(self, inp: dict[str, Any], run: str) -> bool:
+        """Mark a pending input Consumed by ``run`` (CAS). False when someone else got it first.
+        Safe to repeat: an input already consumed by this run counts as claimed."""
+        for _ in range(CAS_ATTEMPTS):
+            status = inp.get("status") or {}
+            if status.get("phase") == InputPhase.CONSUMED.value and status.get("run") == run:
+                return True
+            if (status.get("phase") or InputPhase.PENDING.value) != InputPhase.PENDING.value \
+                    or inp["metadata"].get("deletionTimestamp"):
+                return False
+            try:
+                self.patch_status("agentinputs", inp, {"phase": InputPhase.CONSUMED.value, "run": run})
+                return True
+            except Conflict:
+                fresh = self.get("agentinputs", inp["metadata"]["namespace"], inp["metadata"]["name"])
+                if fresh is None:
+                    return False
+                inp = fresh
+        return False
+
+    def skills(self, namespace: str) -> dict[str, str]:
+        """Skill ConfigMaps of the namespace: name -> text (its data values, by key order)."""
+        result = self.request("GET", f"/api/v1/namespaces/{namespace}/configmaps", query={"labelSelector": SKILL_LABEL})
+        skills: dict[str, str] = {}
+        for cm in result.get("items") or []:
+            data = cm.get("data") or {}
+            skills[cm["metadata"]["name"]] = "\n\n".join(data[k] for k in sorted(data))
+        return skills
+
+    # Authorization.
+    def access_review(self, spec: dict[str, Any]) -> tuple[bool, str]:
+        """(allowed, reason) of a SubjectAccessReview with this spec."""
+        body = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": spec}
+        review = self.request("POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", body=body)
+        status = review.get("status") or {}
+        return bool(status.get("allowed")) and not status.get("denied"), status.get("reason") or ""
+
+    # The session Lease.
+    def get_lease(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self._get(f"{LEASES}/namespaces/{namespace}/leases/{name}")
+
+    def create_lease(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        return self.request("POST", f"{LEASES}/namespaces/{namespace}/leases", body=body)
+
+    def replace_lease(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        """A PUT carrying the read resourceVersion: a CAS (``Conflict`` when stale)."""
+        return self.request("PUT", f"{LEASES}/namespaces/{namespace}/leases/{body['metadata']['name']}", body=body)
+
+    def pod_phase(self, namespace: str, name: str) -> str | None:
+        """The pod's phase, ``"Gone"`` when it does not exist, None when we may not read pods."""
+        try:
+            pod = self._get(f"/api/v1/namespaces/{namespace}/pods/{name}")
+        except ApiException as e:
+            if e.status == 403:  # no RBAC for pods: callers fall back to Lease expiry
+                return None
+            raise
+        if pod is None:
+            return "Gone"
+        return (pod.get("status") or {}).get("phase") or "Pending"

@@ -1,0 +1,272 @@
+"""One execution segment, start to exit: the worker's orchestration.
+
+1. Load the run; a cancelled or finished run needs nothing (exit 0).
+2. Take the session Lease (one writer per thread); renew it in the background.
+3. Re-check access for the turn's identities: a denied Agent fails the run before any
+   model call (``AccessRevoked``), also on Resume (the approved call never runs).
+4. Mark the run Running; build the agent from the run's frozen ``spec.contextSnapshot``
+   with the PostgreSQL checkpointer (``thread_id`` = session uid, ``durability="sync"``).
+5. Start / Resume / Continue the thread (``plan``), then report the verdict (``outcome``)
+   with a compare-and-swap that never overwrites a cancel.
+
+Exit codes: 0 when a verdict was written (Failed included) or nothing was to be done;
+non-zero on infrastructure trouble, so the operator retries from the checkpoint:
+``EXIT_ERROR`` (unexpected: API server, database, a bug), ``EXIT_CONFIG`` (the Job's
+environment is broken), ``EXIT_LEASE_BUSY`` (another live writer kept the Lease),
+``EXIT_LEASE_LOST`` (the Lease was lost mid-turn), ``EXIT_TERMINATED`` (SIGTERM).
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import os
+import signal
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from types import FrameType
+from typing import Any, NoReturn
+
+import openai
+import psycopg
+from kubernetes.client.exceptions import ApiException
+from langchain_core.messages import BaseMessage
+from langgraph.checkpoint.postgres import PostgresSaver
+from langgraph.errors import GraphRecursionError
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import Command
+from urllib3.exceptions import HTTPError
+
+from sessionops import checkpoints
+from sessionops.agent.builder import AgentNodes, build_agent
+from sessionops.agent.steering import SteeringMiddleware
+from sessionops.agent.waitpoints import ResumeInvalid, build_resume, waitpoint_from_state
+from sessionops.api.run import Usage
+from sessionops.api.snapshot import ContextSnapshot
+from sessionops.worker import outcome, plan, thread
+from sessionops.worker.access import Access, agent_check, subjects_of
+from sessionops.worker.env import EnvError, WorkerEnv
+from sessionops.worker.k8s import WorkerKube, writable
+from sessionops.worker.lease import LeaseLost, LeaseUnavailable, SessionLease, worker_identity
+from sessionops.worker.model import ModelUnavailable, chat_model
+from sessionops.worker.outcome import Verdict
+from sessionops.worker.steers import SteerDelivery
+
+logger = logging.getLogger("sessionops.worker")
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_CONFIG = 2
+EXIT_LEASE_BUSY = 3
+EXIT_LEASE_LOST = 4
+EXIT_TERMINATED = 143
+
+
+class Terminated(BaseException):
+    """SIGTERM (the Job was deleted, e.g. by a cancellation). A BaseException, so that no
+    ``except Exception`` on the way (tools, middleware) swallows it."""
+
+
+class Segment:
+    def __init__(self, env: WorkerEnv, kube: WorkerKube,
+                 now: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.UTC)) -> None:
+        self.env = env
+        self.kube = kube
+        self.now = now
+
+    def log(self, message: str, *args: Any) -> None:
+        logger.info(f"run %s segment %s: {message}", self.env.run, self.env.segment_name, *args)
+
+    def run(self) -> int:
+        env = self.env
+        run = self.kube.get("agentruns", env.namespace, env.run)
+        if run is None or not writable(run):
+            self.log("the run is gone, cancelled or finished: nothing to do")
+            return EXIT_OK
+        session_name = run["spec"]["sessionRef"]["name"]
+        session = self.kube.get("agentsessions", env.namespace, session_name)
+        if session is None:
+            self.log("session %s is gone: nothing to do", session_name)
+            return EXIT_OK
+        identity = worker_identity(self.kube, env.namespace, env.identity, os.getpid())
+        lease = SessionLease(self.kube, env.namespace, session_name, identity, env.lease_seconds)
+        lease.acquire(env.lease_wait_seconds)
+        try:
+            lease.start_renewing(on_lost=_lease_lost)
+            return self._under_lease(session, lease)
+        finally:
+            lease.release()
+
+    def _under_lease(self, session: dict[str, Any], lease: SessionLease) -> int:
+        env = self.env
+        # Re-read under the Lease: the run may have been cancelled while we waited.
+        run = self.kube.get("agentruns", env.namespace, env.run)
+        if run is None or not writable(run):
+            self.log("the run was cancelled or finished meanwhile: nothing to do")
+            return EXIT_OK
+        snapshot = ContextSnapshot.model_validate(run["spec"]["contextSnapshot"])
+        inputs = [i for name in run["spec"]["inputs"] if (i := self.kube.get("agentinputs", env.namespace, name))]
+        resume_name = env.resume_input or plan.last_resume_input((run.get("status") or {}).get("segments") or [])
+        resume = self.kube.get("agentinputs", env.namespace, resume_name) if resume_name else None
+        access = Access(self.kube, env.namespace, subjects_of([*inputs, *([resume] if resume else [])]))
+
+        agent = snapshot.source.agent_name if snapshot.source else ""
+        allowed, why = access.review(agent_check(agent)) if agent else (False, "the snapshot names no Agent")
+        if not allowed:
+            return self._report(outcome.failed(outcome.ACCESS_REVOKED, f"access to agent {agent!r} is revoked: {why}"))
+        if self.kube.update_run_status(env.namespace, env.run, lambda _: outcome.running_patch()) is None:
+            self.log("the run was cancelled: nothing to do")
+            return EXIT_OK
+        if env.model is None:
+            return self._report(outcome.failed(outcome.MODEL_UNAVAILABLE,
+                                               f"model {snapshot.model!r} is not in the model catalog"))
+        try:
+            model = chat_model(env.model)
+        except ModelUnavailable as e:
+            return self._report(outcome.failed(outcome.MODEL_UNAVAILABLE, str(e)))
+
+        skills = self._skills(snapshot, access)
+        env.workdir.mkdir(parents=True, exist_ok=True)
+        delivery = SteerDelivery(self.kube, env.namespace, session["metadata"]["name"], env.run,
+                                 run["spec"]["inputs"])
+        steering = SteeringMiddleware(fetch_steers=delivery.fetch, on_delivered=delivery.confirm)
+        thread_id = session["metadata"]["uid"]
+        with checkpoints.connect(env.database_url) as conn:
+            saver = PostgresSaver(conn)
+            graph = build_agent(snapshot, model=model, workdir=Path(env.workdir), checkpointer=saver,
+                                skills=skills, steering=steering, tool_filter=access.tool_filter)
+            config = thread.run_config(thread_id, env.run, env.segment_name, snapshot.max_execution_steps)
+            verdict = self._execute(graph, saver, config, thread_id, inputs, resume, snapshot)
+            if verdict is None:
+                # Tasks pend without an interrupt after the graph returned: langgraph stopped
+                # early. Not a verdict: let the operator retry from the checkpoint.
+                raise RuntimeError("the graph stopped with pending tasks and no interrupt")
+            messages = graph.get_state(config).values.get("messages", [])
+        usage = outcome.usage_of(outcome.turn_messages(messages, plan.turn_start_ids(inputs)))
+        return self._report(verdict, usage)
+
+    def _skills(self, snapshot: ContextSnapshot, access: Access) -> dict[str, str]:
+        """Skill texts the agent may load now: selected by the snapshot and allowed by access."""
+        if not snapshot.skills and not snapshot.preload_skills:
+            return {}
+        wanted = set(snapshot.preload_skills) | (set() if snapshot.skills == "all" else set(snapshot.skills))
+        found = self.kube.skills(self.env.namespace)
+        if snapshot.skills != "all":
+            found = {k: v for k, v in found.items() if k in wanted}
+        return access.visible_skills(found)
+
+    def _execute(self, graph: CompiledStateGraph, saver: PostgresSaver, config: dict[str, Any], thread_id: str,
+                 inputs: list[dict[str, Any]], resume: dict[str, Any] | None,
+                 snapshot: ContextSnapshot) -> Verdict | None:
+        state = graph.get_state(config)
+        waitpoint = waitpoint_from_state(state)
+        step = plan.plan_segment(self.env.kind, turn_started=thread.turn_started(saver, thread_id, self.env.run),
+                                 has_next=bool(state.next), waitpoint_id=waitpoint.id if waitpoint else None,
+                                 resume_input=resume)
+        self.log("%s (%d input(s))", step.action.value, len(inputs))
+        try:
+            if step.action == plan.Action.START:
+                if (closed := thread.close_leftovers(graph, thread_id)) is not None:
+                    self.log("closed an earlier turn's open calls: %s", ", ".join(closed.committed) or "none")
+                graph.invoke({"messages": plan.start_messages(inputs)}, config, durability="sync")
+            elif step.action == plan.Action.RESUME:
+                spec = (resume or {}).get("spec") or {}
+                command: Command = build_resume(state, waitpoint_id=spec.get("waitpointId"),
+                                                answers=spec.get("answers"), decisions=spec.get("decisions"))
+                graph.invoke(command, config, durability="sync")
+            elif step.action == plan.Action.CONTINUE:
+                graph.invoke(None, config, durability="sync")
+        except ResumeInvalid as e:
+            return outcome.failed(outcome.RESUME_INVALID, f"resume input {step.resume_input}: {e}")
+        except GraphRecursionError:
+            return outcome.failed(outcome.STEP_LIMIT, f"the turn exceeded its graph step budget "
+                                                      f"(maxExecutionSteps {snapshot.max_execution_steps})")
+        except openai.APIError as e:
+            return outcome.failed(outcome.MODEL_ERROR, f"model {snapshot.model!r}: {type(e).__name__}: {e}")
+        except Exception as e:
+            verdict = self._task_failure(graph, config, e)
+            if verdict is None:
+                raise
+            return verdict
+        state = graph.get_state(config)
+        messages: list[BaseMessage] = state.values.get("messages", [])
+        return outcome.verdict_of(messages, waitpoint_from_state(state), has_next=bool(state.next),
+                                  max_steps=snapshot.max_execution_steps)
+
+    @staticmethod
+    def _task_failure(graph: CompiledStateGraph, config: dict[str, Any], error: Exception) -> Verdict | None:
+        """A tool that raised (instead of returning an error result) fails the turn; anything
+        else (API server, database, our own bugs) is infrastructure: None, re-raised."""
+        if _infrastructure(error):
+            return None
+        failed_tasks = [t for t in graph.get_state(config).tasks if t.error is not None]
+        if failed_tasks and all(t.name == AgentNodes.TOOLS for t in failed_tasks):
+            return outcome.failed(outcome.TOOL_ERROR, f"{type(error).__name__}: {error}")
+        return None
+
+    def _report(self, verdict: Verdict, usage: Usage | None = None) -> int:
+        """Write the verdict unless the run was cancelled meanwhile (then the cancellation
+        controller owns it and we exit quietly)."""
+        env = self.env
+
+        def change(run: dict[str, Any]) -> dict[str, Any]:
+            return outcome.status_patch(verdict, run=run, segment=env.segment_name, usage=usage, now=self.now())
+
+        if self.kube.update_run_status(env.namespace, env.run, change) is None:
+            self.log("not reporting %s: the run was cancelled or finished meanwhile", verdict.phase)
+        else:
+            self.log("reported %s%s", verdict.phase, f" ({verdict.reason})" if verdict.reason else "")
+        return EXIT_OK
+
+
+def _infrastructure(error: BaseException) -> bool:
+    """Errors of the API server, the database or the Lease: never a verdict on the turn."""
+    return isinstance(error, psycopg.Error | ApiException | HTTPError | LeaseLost)
+
+
+def _lease_lost(error: LeaseLost) -> None:
+    """Another worker may write the thread now: stop at once, without another write.
+    The checkpoints are durable (``durability="sync"``); the operator retries."""
+    logger.error("%s: exiting", error)
+    logging.shutdown()
+    os._exit(EXIT_LEASE_LOST)
+
+
+def _terminate(signum: int, frame: FrameType | None) -> None:
+    raise Terminated()
+
+
+def main() -> NoReturn:
+    logging.basicConfig(level=os.environ.get("SESSIONOPS_LOG_LEVEL", "INFO"), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for noisy in ("httpx", "httpx2", "openai", "urllib3", "kubernetes"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    try:
+        env = WorkerEnv.from_environ()
+    except EnvError as e:
+        logger.error("invalid environment: %s", e)
+        sys.exit(EXIT_CONFIG)
+    signal.signal(signal.SIGTERM, _terminate)
+    kube = WorkerKube.connect()
+    code = EXIT_ERROR
+    try:
+        code = Segment(env, kube).run()
+    except Terminated:
+        logger.warning("run %s segment %s: terminated", env.run, env.segment_name)
+        code = EXIT_TERMINATED
+    except LeaseUnavailable as e:
+        logger.error("run %s segment %s: %s", env.run, env.segment_name, e)
+        code = EXIT_LEASE_BUSY
+    except Exception:
+        logger.exception("run %s segment %s: failed; the operator retries from the checkpoint",
+                         env.run, env.segment_name)
+        code = EXIT_ERROR
+    finally:
+        kube.close()
+    # Exit at once: tool threads may still run (a SIGTERM mid-call), and the interpreter's
+    # teardown of the agent stack takes most of a second. Everything durable is written.
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

@@ -1,0 +1,68 @@
+"""Real PostgreSQL for graph tests: one database per test, cloned from a set-up template.
+
+The server is ``DATABASE_URL`` (default: the local server, user postgres). A template
+database with the saver's schema is created once per session; each test gets
+``CREATE DATABASE t_<uuid> TEMPLATE ...`` (a file copy: ~40 ms, no migrations) and
+drops it afterwards. Import the fixtures into a ``conftest.py`` to use them.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from sessionops import checkpoints
+
+DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
+
+
+def server_url(dbname: str) -> str:
+    params = conninfo_to_dict(os.environ.get("DATABASE_URL", DEFAULT_URL))
+    params["dbname"] = dbname
+    return make_conninfo(**params)
+
+
+def _admin(sql: str) -> None:
+    with psycopg.connect(server_url("postgres"), autocommit=True) as conn:
+        conn.execute(sql)
+
+
+def create_database(template: str | None = None) -> str:
+    name = f"t_{uuid.uuid4().hex[:16]}"
+    _admin(f'CREATE DATABASE "{name}"' + (f' TEMPLATE "{template}"' if template else ""))
+    return name
+
+
+def drop_database(name: str) -> None:
+    _admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="session")
+def pg_template() -> Iterator[str]:
+    name = create_database()
+    try:
+        checkpoints.setup(server_url(name))
+        yield name
+    finally:
+        drop_database(name)
+
+
+@pytest.fixture
+def pg_dsn(pg_template: str) -> Iterator[str]:
+    """A fresh database with the checkpointer schema, dropped after the test."""
+    name = create_database(template=pg_template)
+    try:
+        yield server_url(name)
+    finally:
+        drop_database(name)
+
+
+@pytest.fixture
+def saver(pg_dsn: str) -> Iterator[checkpoints.PostgresSaver]:
+    with checkpoints.saver(pg_dsn) as s:
+        yield s

@@ -1,0 +1,1 @@
+"""Tests of the Helm chart, the Dockerfile and the CI workflows (no cluster needed)."""

@@ -1,0 +1,258 @@
+"""Least privilege: RBAC without wildcards, restricted pods, network policies."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.chart.helm import NAMESPACE, RELEASE, Rendered, iter_pod_specs
+
+ROLE_KINDS = ("Role", "ClusterRole")
+
+
+def _rules(rendered: Rendered, kind: str, name: str, namespace: str | None = None) -> list[dict[str, Any]]:
+    found = [d for d in rendered.of_kind(kind)
+             if d["metadata"]["name"] == name and d["metadata"].get("namespace") == namespace]
+    assert len(found) == 1, f"{kind} {namespace}/{name}: found {len(found)}"
+    return found[0]["rules"]
+
+
+def _allows(rules: list[dict[str, Any]], group: str, resource: str, verb: str, name: str | None = None) -> bool:
+    for rule in rules:
+        if group in rule["apiGroups"] and resource in rule["resources"] and verb in rule["verbs"]:
+            names = rule.get("resourceNames")
+            if names is None or (name is not None and name in names):
+                return True
+    return False
+
+
+def test_no_wildcards_anywhere(rendered: Rendered) -> None:
+    for role in [d for d in rendered.docs if d["kind"] in ROLE_KINDS]:
+        for rule in role["rules"]:
+            where = f"{role['kind']}/{role['metadata']['name']}: {rule}"
+            for key in ("verbs", "resources", "apiGroups", "resourceNames", "nonResourceURLs"):
+                assert "*" not in rule.get(key, []), where
+            assert not any("*" in r for r in rule["resources"]), where
+            # An empty resourceNames list means "every name".
+            assert rule.get("resourceNames", ["x"]), where
+            assert "nonResourceURLs" not in rule, where
+
+
+def test_no_escalation_verbs(rendered: Rendered) -> None:
+    dangerous = {"escalate", "bind", "impersonate", "deletecollection"}
+    for role in [d for d in rendered.docs if d["kind"] in ROLE_KINDS]:
+        for rule in role["rules"]:
+            assert not dangerous & set(rule["verbs"]), f"{role['metadata']['name']}: {rule}"
+            assert not {"roles", "clusterroles", "rolebindings", "clusterrolebindings"} & set(rule["resources"])
+
+
+OPERATOR_NEEDS = [
+    # (group, resource, verb)
+    ("sessionops.dev", "agentsessions", "watch"),
+    ("sessionops.dev", "agentsessions", "patch"),
+    ("sessionops.dev", "agentinputs", "patch"),
+    ("sessionops.dev", "agentruns", "create"),
+    ("sessionops.dev", "agents", "watch"),
+    ("sessionops.dev", "agentruns/status", "patch"),
+    ("sessionops.dev", "agentsessions/status", "patch"),
+    ("sessionops.dev", "agentinputs/status", "patch"),
+    ("sessionops.dev", "agentruns/finalizers", "update"),
+    ("batch", "jobs", "create"),
+    ("batch", "jobs", "delete"),
+    ("batch", "jobs", "watch"),
+    ("", "pods", "list"),
+    ("", "pods", "delete"),
+    ("coordination.k8s.io", "leases", "watch"),
+    ("", "events", "create"),
+    ("", "configmaps", "get"),
+    ("authorization.k8s.io", "subjectaccessreviews", "create"),
+    ("apiextensions.k8s.io", "customresourcedefinitions", "watch"),
+    ("", "namespaces", "watch"),
+    ("kopf.dev", "clusterkopfpeerings", "watch"),
+    ("kopf.dev", "clusterkopfpeerings", "create"),
+]
+
+
+@pytest.mark.parametrize(("group", "resource", "verb"), OPERATOR_NEEDS)
+def test_operator_cluster_role_allows(default: Rendered, group: str, resource: str, verb: str) -> None:
+    assert _allows(_rules(default, "ClusterRole", f"{RELEASE}-operator"), group, resource, verb)
+
+
+def test_operator_is_limited(default: Rendered) -> None:
+    rules = _rules(default, "ClusterRole", f"{RELEASE}-operator")
+    # Secrets only in its own namespace; leases read-only (other components' leader leases).
+    assert not any("secrets" in r["resources"] for r in rules)
+    assert not _allows(rules, "coordination.k8s.io", "leases", "update")
+    assert not _allows(rules, "coordination.k8s.io", "leases", "delete")
+    assert not _allows(rules, "", "pods", "create")
+    assert not _allows(rules, "", "configmaps", "update")
+    # Keep-alives only in its own peering object.
+    assert _allows(rules, "kopf.dev", "clusterkopfpeerings", "patch", name="sessionops")
+    assert not _allows(rules, "kopf.dev", "clusterkopfpeerings", "patch", name="someone-else")
+    own = _rules(default, "Role", f"{RELEASE}-operator", NAMESPACE)
+    assert _allows(own, "", "secrets", "get")
+    assert not _allows(own, "", "secrets", "list")
+
+
+def test_bindings_point_at_the_operator_account(default: Rendered) -> None:
+    account = default.one("ServiceAccount", RELEASE)
+    assert account["metadata"]["namespace"] == NAMESPACE
+    for kind in ("ClusterRoleBinding", "RoleBinding"):
+        binding = default.one(kind, f"{RELEASE}-operator")
+        assert binding["roleRef"]["name"] == f"{RELEASE}-operator"
+        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": RELEASE, "namespace": NAMESPACE}]
+    assert default.find("Deployment", "-operator")["spec"]["template"]["spec"]["serviceAccountName"] == RELEASE
+
+
+def test_worker_rbac_in_every_worker_namespace(rendered: Rendered) -> None:
+    namespaces = rendered.values.get("workerNamespaces") or [NAMESPACE]
+    subjects = [{"kind": "ServiceAccount", "name": "sessionops-worker", "namespace": ns} for ns in namespaces]
+    for ns in namespaces:
+        accounts = [d for d in rendered.of_kind("ServiceAccount") if d["metadata"].get("namespace") == ns
+                    and d["metadata"]["name"] == "sessionops-worker"]
+        assert len(accounts) == 1, ns
+        rules = _rules(rendered, "Role", f"{RELEASE}-worker", ns)
+        for resource in ("agentruns", "agentinputs", "agentsessions", "agents"):
+            for verb in ("get", "list", "watch"):
+                assert _allows(rules, "sessionops.dev", resource, verb), (resource, verb)
+            assert not _allows(rules, "sessionops.dev", resource, "delete")
+        for resource in ("agentruns/status", "agentinputs/status"):
+            assert _allows(rules, "sessionops.dev", resource, "patch")
+            assert _allows(rules, "sessionops.dev", resource, "update")
+        assert not _allows(rules, "sessionops.dev", "agentsessions/status", "patch")
+        for verb in ("get", "create", "update"):
+            assert _allows(rules, "coordination.k8s.io", "leases", verb)
+        assert _allows(rules, "", "configmaps", "get")
+        assert not _allows(rules, "", "secrets", "list")
+        binding = rendered.one("RoleBinding", f"{RELEASE}-worker") if len(namespaces) == 1 else next(
+            d for d in rendered.of_kind("RoleBinding")
+            if d["metadata"]["name"] == f"{RELEASE}-worker" and d["metadata"]["namespace"] == ns)
+        assert binding["subjects"] == [subjects[namespaces.index(ns)]]
+    cluster = _rules(rendered, "ClusterRole", f"{RELEASE}-worker")
+    assert cluster == [{"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"],
+                        "verbs": ["create"]}]
+    assert rendered.one("ClusterRoleBinding", f"{RELEASE}-worker")["subjects"] == subjects
+    assert rendered.one("RoleBinding", f"{RELEASE}-worker-secrets")["subjects"] == subjects
+
+
+def test_workers_read_only_the_named_secrets(rendered: Rendered) -> None:
+    """Model credentials and the DSN live in the operator's namespace; workers get them by name."""
+    rules = _rules(rendered, "Role", f"{RELEASE}-worker-secrets", NAMESPACE)
+    assert len(rules) == 1 and rules[0]["verbs"] == ["get"]
+    names = set(rules[0]["resourceNames"])
+    external = rendered.values.get("externalDatabase", {}).get("existingSecret")
+    assert (external or f"{RELEASE}-postgresql") in names
+    assert "sessionops-openai" in names
+    env = {e["name"]: e for e in rendered.find("Deployment", "-operator")["spec"]["template"]["spec"]
+           ["containers"][0]["env"]}
+    assert env["SESSIONOPS_DATABASE_SECRET"]["value"] in names
+
+
+# --- pods ------------------------------------------------------------------------------
+
+def test_pods_are_restricted(rendered: Rendered) -> None:
+    """The "restricted" Pod Security Standard, plus read-only root filesystems."""
+    specs = list(iter_pod_specs(rendered.docs))
+    assert specs
+    for where, spec in specs:
+        pod = spec["securityContext"]
+        assert pod["runAsNonRoot"] is True, where
+        assert pod["runAsUser"] > 0, where
+        assert pod["seccompProfile"]["type"] == "RuntimeDefault", where
+        assert not spec.get("hostNetwork") and not spec.get("hostPID") and not spec.get("hostIPC"), where
+        for volume in spec.get("volumes", []):
+            assert "hostPath" not in volume, where
+        for container in spec["containers"] + spec.get("initContainers", []):
+            sc = container["securityContext"]
+            assert sc["allowPrivilegeEscalation"] is False, where
+            assert sc["readOnlyRootFilesystem"] is True, where
+            assert sc["capabilities"]["drop"] == ["ALL"], where
+            assert "add" not in sc["capabilities"], where
+            assert not sc.get("privileged"), where
+            assert container.get("resources", {}).get("requests"), f"{where}: no resource requests"
+            assert container.get("resources", {}).get("limits", {}).get("memory"), f"{where}: no memory limit"
+            assert container.get("readinessProbe") and container.get("livenessProbe"), where
+
+
+def test_only_the_operator_mounts_an_api_token(rendered: Rendered) -> None:
+    for where, spec in iter_pod_specs(rendered.docs):
+        assert spec["automountServiceAccountToken"] is ("-operator" in where), where
+
+
+def test_operator_deployment(rendered: Rendered) -> None:
+    deployment = rendered.find("Deployment", "-operator")
+    replicas = rendered.values.get("operator", {}).get("replicas", 2)
+    assert deployment["spec"]["replicas"] == replicas
+    # A rollout never takes the last webhook server away.
+    assert deployment["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
+    spec = deployment["spec"]["template"]["spec"]
+    assert spec["securityContext"]["runAsUser"] == 65532
+    (container,) = spec["containers"]
+    assert container["args"] == ["sessionops.manager"]
+    assert "command" not in container  # the image's ENTRYPOINT ["python", "-m"]
+    env = {e["name"]: e for e in container["env"]}
+    assert env["SESSIONOPS_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
+    assert env["POD_ID"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"  # kopf's peer identity
+    assert env["SESSIONOPS_CONFIGMAP"]["value"] == "sessionops-config"
+    assert env["SESSIONOPS_PEERING"]["value"] == "sessionops"
+    assert env["SESSIONOPS_WEBHOOK_PORT"]["value"] == "9443"
+    assert env["SESSIONOPS_CERT_FILE"]["value"] == "/certs/tls.crt"
+    assert env["SESSIONOPS_KEY_FILE"]["value"] == "/certs/tls.key"
+    external = rendered.values.get("externalDatabase", {})
+    expected_db = ({"name": external["existingSecret"], "key": external["existingSecretKey"]}
+                   if external else {"name": f"{RELEASE}-postgresql", "key": "DATABASE_URL"})
+    assert env["DATABASE_URL"]["valueFrom"]["secretKeyRef"] == expected_db
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert ports == {"webhook": 9443, "metrics": 8080}
+    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+        assert container[probe]["httpGet"] == {"path": "/healthz", "port": "metrics"}
+    mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
+    assert mounts["/certs"]["readOnly"] is True and "/tmp" in mounts
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    certs = volumes[mounts["/certs"]["name"]]["secret"]
+    assert certs["secretName"] == f"{RELEASE}-webhook-tls"
+    assert {i["path"] for i in certs["items"]} == {"tls.crt", "tls.key"}
+    image = container["image"]
+    tag = rendered.values.get("image", {}).get("tag", "0.1.0")
+    assert image.startswith(f"ghcr.io/sessionops/sessionops:{tag}")
+    if digest := rendered.values.get("image", {}).get("digest"):
+        assert image.endswith(f"@{digest}")
+
+
+def test_pod_disruption_budget(rendered: Rendered) -> None:
+    pdbs = rendered.of_kind("PodDisruptionBudget")
+    if rendered.values.get("operator", {}).get("podDisruptionBudget", {}).get("enabled") is False:
+        assert not pdbs
+        return
+    (pdb,) = pdbs
+    assert pdb["spec"]["maxUnavailable"] == 1
+    deployment = rendered.find("Deployment", "-operator")
+    assert pdb["spec"]["selector"]["matchLabels"] == deployment["spec"]["selector"]["matchLabels"]
+
+
+# --- network ---------------------------------------------------------------------------
+
+def test_network_policy(rendered: Rendered) -> None:
+    policies = {d["metadata"]["name"]: d for d in rendered.of_kind("NetworkPolicy")}
+    if rendered.values.get("networkPolicy", {}).get("enabled") is False:
+        assert not policies
+        return
+    operator = policies[f"{RELEASE}-operator"]["spec"]
+    deployment = rendered.find("Deployment", "-operator")
+    assert operator["podSelector"]["matchLabels"] == deployment["spec"]["selector"]["matchLabels"]
+    assert set(operator["policyTypes"]) == {"Ingress", "Egress"}
+    webhook, metrics = operator["ingress"]
+    # The API server is not a pod: the webhook port is open to every source.
+    assert "from" not in webhook and webhook["ports"] == [{"port": "webhook", "protocol": "TCP"}]
+    assert metrics["ports"] == [{"port": "metrics", "protocol": "TCP"}]
+    assert metrics["from"] == [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]
+    assert operator["egress"] == [{}]
+    postgres = policies.get(f"{RELEASE}-postgresql")
+    if rendered.values.get("postgresql", {}).get("enabled") is False:
+        assert postgres is None
+        return
+    (rule,) = postgres["spec"]["ingress"]
+    namespaces = rendered.values.get("workerNamespaces") or [NAMESPACE]
+    assert rule["from"][0]["podSelector"]["matchLabels"] == deployment["spec"]["selector"]["matchLabels"]
+    assert rule["from"][1]["namespaceSelector"]["matchExpressions"][0]["values"] == namespaces

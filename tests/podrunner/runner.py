@@ -1,0 +1,663 @@
+"""The pod runner: the kubelet and the Job controller for the test cluster, on this machine.
+
+For every new ``batch/v1`` Job (all namespaces) it creates a Pod object as the Job
+controller does (``<job>-<5 chars>``, labels ``job-name``, ``batch.kubernetes.io/job-name``,
+``controller-uid``, ``batch.kubernetes.io/controller-uid``, a controller ownerReference
+with ``blockOwnerDeletion``), sets the Job's ``startTime`` and ``active: 1``, and runs
+the container's command as a real subprocess (``python`` is ``sys.executable``) with
+the environment resolved from the pod spec (``envresolve``), ``KUBECONFIG`` pointing
+at the test cluster and ``HOSTNAME`` = the pod name. When the process exits the Pod
+gets phase ``Succeeded`` / ``Failed`` with a terminated container status (exit code,
+reason ``Completed`` / ``Error`` / ``OOMKilled``) and the Job ``succeeded`` / ``failed``,
+``active: 0`` and the conditions of a Job with ``backoffLimit: 0`` (``Complete`` after
+``SuccessCriteriaMet``, or ``Failed`` after ``FailureTarget``, reason
+``BackoffLimitExceeded``) with ``completionTime``.
+
+Volumes: the ``emptyDir`` named ``work`` (or mounted at the container's workingDir)
+maps to ``<workdirs>/<namespace>/<session label>`` and is KEPT across the segments of a
+session, so a Retry finds the files of the crashed segment. A real cluster's emptyDir
+lives and dies with one pod: there a new segment starts with an empty work directory.
+Other emptyDirs map to a per-pod directory. Env values naming a mount path (e.g.
+``SESSIONOPS_WORKDIR=/work``) and the workingDir are rewritten to the host directory.
+
+Deletion: pods carry the finalizer ``podrunner.sessionops.dev/process`` while their
+process runs, so a deleted pod (directly, or by the garbage collector after a
+foreground or background Job deletion) stays until the process has stopped: SIGTERM,
+then SIGKILL after the grace period (``terminationGracePeriodSeconds``, capped by
+``max_grace_seconds``), as a kubelet does. A deleted Job's process is stopped and its
+pod deleted.
+
+Test hooks: ``executions`` (one ``Execution`` per started container), ``log`` (one line
+per action), ``kill(job, signal)``, ``hold(prefix)`` (matching Jobs never start: "a Job
+whose pod never runs"), ``wait_execution(job)``, ``wait_idle()``.
+Memory limits (``resources.limits.memory``) are enforced by sampling the RSS of the
+process tree: over the limit, the tree is SIGKILLed and the reason is ``OOMKilled``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import datetime
+import logging
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import kubernetes
+from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import HTTPError
+
+from tests.podrunner.envresolve import EnvResolutionError, expand, quantity, resolve_env
+
+logger = logging.getLogger("podrunner")
+
+FINALIZER = "podrunner.sessionops.dev/process"
+NODE_NAME = "podrunner"
+SESSION_LABEL = "sessionops.dev/session"
+_SUFFIX_CHARS = "bcdfghjklmnpqrstvwxz2456789"
+WATCH_SECONDS = 30
+"""Server-side timeout of one watch request; the watch is restarted after it."""
+MEMORY_SAMPLE_SECONDS = 0.1
+BASE_ENV_KEYS = ("PATH", "LANG", "LC_ALL", "TZ", "PYTHONPATH", "VIRTUAL_ENV", "COVERAGE_PROCESS_START")
+"""Host variables a container inherits (a real container gets its image's env, not the host's)."""
+
+
+def _now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
+
+
+def _iso(t: datetime.datetime) -> str:
+    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclasses.dataclass
+class Execution:
+    """One container run: what the runner did, for assertions."""
+
+    namespace: str
+    job: str
+    pod: str
+    argv: list[str]
+    env_names: list[str]
+    workdir: Path
+    log_path: Path
+    started: datetime.datetime
+    pid: int | None = None
+    finished: datetime.datetime | None = None
+    exit_code: int | None = None
+    reason: str | None = None
+    signals: list[int] = dataclasses.field(default_factory=list)
+    """Signals the runner sent (kill(), deletion, memory limit), in order."""
+
+    @property
+    def running(self) -> bool:
+        return self.finished is None
+
+    def output(self) -> str:
+        """The container's stdout and stderr (the pod log)."""
+        try:
+            return self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+
+@dataclasses.dataclass
+class _Process:
+    execution: Execution
+    popen: subprocess.Popen[bytes]
+    job_uid: str
+    memory_limit: int | None
+    grace_seconds: float
+    oom: bool = False
+    stopping: bool = False
+    done: threading.Event = dataclasses.field(default_factory=threading.Event)
+
+
+class PodRunner:
+    def __init__(self, kubeconfig: str | os.PathLike[str], workdirs: str | os.PathLike[str], *,
+                 log_dir: str | os.PathLike[str] | None = None, python: str = sys.executable,
+                 max_grace_seconds: float = 5.0, extra_env: dict[str, str] | None = None) -> None:
+        self.kubeconfig = Path(kubeconfig).resolve()
+        self.workdirs = Path(workdirs).resolve()
+        self._own_log_dir = log_dir is None
+        self.log_dir = Path(log_dir).resolve() if log_dir else Path(tempfile.mkdtemp(prefix="podrunner-logs-"))
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.scratch = Path(tempfile.mkdtemp(prefix="podrunner-pods-"))
+        self.python = python
+        self.max_grace_seconds = max_grace_seconds
+        self.extra_env = dict(extra_env or {})
+        self.executions: list[Execution] = []
+        self.log: list[str] = []
+        self.held: list[str] = []
+        """Names of the Jobs a hold kept from starting."""
+        self.not_started: dict[str, str] = {}
+        """Job name -> why its container could not start (e.g. CreateContainerConfigError)."""
+        self._holds: set[str] = set()
+        self._seen: dict[str, str] = {}  # job uid -> state ("held", "starting", "started", "deleted")
+        self._procs: dict[str, _Process] = {}  # job uid -> process
+        self._lock = threading.RLock()
+        self._changed = threading.Condition(self._lock)
+        self._busy = 0
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._watches: list[kubernetes.watch.Watch] = []
+        self.api_client = self._client()
+        self.core = kubernetes.client.CoreV1Api(self.api_client)
+        self.batch = kubernetes.client.BatchV1Api(self.api_client)
+
+    def _client(self) -> kubernetes.client.ApiClient:
+        configuration = kubernetes.client.Configuration()
+        kubernetes.config.load_kube_config(config_file=str(self.kubeconfig), client_configuration=configuration)
+        configuration.connection_pool_maxsize = 16
+        return kubernetes.client.ApiClient(configuration)
+
+    # Lifecycle.
+    def start(self) -> PodRunner:
+        """Start watching Jobs and Pods; returns once both watches are established."""
+        ready = [threading.Event(), threading.Event()]
+        for target, event in ((self._watch_jobs, ready[0]), (self._watch_pods, ready[1])):
+            thread = threading.Thread(target=target, args=(event,), name=f"podrunner-{target.__name__}",
+                                      daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        for event in ready:
+            if not event.wait(10):
+                raise TimeoutError("the pod runner could not list Jobs and Pods")
+        self._note("started: watching batch/v1 jobs and v1 pods in all namespaces")
+        return self
+
+    def stop(self) -> None:
+        """Kill every running process (SIGKILL: the cluster may be gone already) and stop watching."""
+        self._stop.set()
+        for watch in list(self._watches):
+            watch.stop()
+        with self._lock:
+            procs = list(self._procs.values())
+        for proc in procs:
+            self._signal(proc, signal.SIGKILL)
+        for proc in procs:
+            proc.done.wait(5)
+        for thread in self._threads:
+            thread.join(timeout=2)
+        self.api_client.close()
+        shutil.rmtree(self.scratch, ignore_errors=True)
+        self._note("stopped")
+
+    def __enter__(self) -> PodRunner:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # Test hooks.
+    def hold(self, job_prefix: str) -> None:
+        """Jobs whose name starts with ``job_prefix`` are never started (until ``unhold``)."""
+        with self._lock:
+            self._holds.add(job_prefix)
+
+    def unhold(self, job_prefix: str) -> None:
+        """Lift a hold; Jobs it kept waiting start now."""
+        with self._lock:
+            self._holds.discard(job_prefix)
+            waiting = [uid for uid, state in self._seen.items() if state == "held"]
+            for uid in waiting:
+                del self._seen[uid]
+        for job in self._list_jobs():
+            if job["metadata"]["uid"] in waiting:
+                self._on_job("ADDED", job)
+
+    def kill(self, job: str, sig: int = signal.SIGKILL, *, namespace: str | None = None) -> Execution:
+        """Send ``sig`` to the running container of ``job`` (its whole process tree)."""
+        proc = self._running(job, namespace)
+        self._note(f"kill {proc.execution.namespace}/{proc.execution.pod} with {signal.Signals(sig).name}")
+        self._signal(proc, sig)
+        return proc.execution
+
+    def executions_of(self, job: str, namespace: str | None = None) -> list[Execution]:
+        with self._lock:
+            return [e for e in self.executions if e.job == job and namespace in (None, e.namespace)]
+
+    def wait_execution(self, job: str, *, namespace: str | None = None, timeout: float = 60,
+                       finished: bool = True) -> Execution:
+        """The (latest) execution of ``job``, once it has started (and, by default, finished)."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while True:
+                found = self.executions_of(job, namespace)
+                if found and (not finished or not found[-1].running):
+                    return found[-1]
+                if not found and job in self.not_started:
+                    raise RuntimeError(f"job {job}: the container did not start: {self.not_started[job]}")
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    state = f"running: {found[-1].pod}" if found else "never started"
+                    raise TimeoutError(f"job {job}: no {'finished ' if finished else ''}execution "
+                                       f"within {timeout}s ({state})")
+                self._changed.wait(remaining)
+
+    def wait_idle(self, timeout: float = 60) -> None:
+        """Until nothing is starting or running."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while self._busy or self._procs:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise TimeoutError(f"pod runner still busy after {timeout}s: "
+                                       f"{[p.execution.pod for p in self._procs.values()]}")
+                self._changed.wait(remaining)
+
+    # Watching.
+    def _list_jobs(self) -> list[dict[str, Any]]:
+        result = self.batch.list_job_for_all_namespaces()
+        return self.api_client.sanitize_for_serialization(result).get("items") or []
+
+    def _watch(self, ready: threading.Event, list_fn: Callable[..., Any],
+               handle: Callable[[str, dict[str, Any]], None]) -> None:
+        while not self._stop.is_set():
+            try:
+                listed = self.api_client.sanitize_for_serialization(list_fn())
+                for item in listed.get("items") or []:
+                    handle("ADDED", item)
+                ready.set()
+                version = listed["metadata"]["resourceVersion"]
+                while not self._stop.is_set():
+                    watch = kubernetes.watch.Watch()
+                    self._watches.append(watch)
+                    try:
+                        for event in watch.stream(list_fn, resource_version=version, timeout_seconds=WATCH_SECONDS,
+                                                  allow_watch_bookmarks=True, _preload_content=False):
+                            obj = event["raw_object"]
+                            version = obj.get("metadata", {}).get("resourceVersion") or version
+                            if event["type"] in ("ADDED", "MODIFIED", "DELETED"):
+                                handle(event["type"], obj)
+                    finally:
+                        self._watches.remove(watch)
+            except (ApiException, HTTPError, OSError, ValueError) as e:
+                if self._stop.is_set():
+                    return
+                # 410 Gone or a dropped connection: list again (handlers are idempotent).
+                logger.debug("watch restarts after %s", e)
+                time.sleep(0.2)
+
+    def _watch_jobs(self, ready: threading.Event) -> None:
+        self._watch(ready, self.batch.list_job_for_all_namespaces, self._on_job)
+
+    def _watch_pods(self, ready: threading.Event) -> None:
+        self._watch(ready, self.core.list_pod_for_all_namespaces, self._on_pod)
+
+    def _on_job(self, kind: str, job: dict[str, Any]) -> None:
+        meta = job["metadata"]
+        uid = meta["uid"]
+        deleting = kind == "DELETED" or bool(meta.get("deletionTimestamp"))
+        with self._lock:
+            state = self._seen.get(uid)
+            if deleting:
+                proc = self._procs.get(uid)
+                if state != "deleted":
+                    self._seen[uid] = "deleted"
+                    if proc is not None:
+                        self._note(f"job {meta['namespace']}/{meta['name']} deleted: stopping its pod")
+                        threading.Thread(target=self._terminate, args=(proc, True), daemon=True).start()
+                return
+            if state is not None or _finished(job):
+                return
+            if any(meta["name"].startswith(p) for p in self._holds):
+                self._seen[uid] = "held"
+                self.held.append(meta["name"])
+                self._note(f"job {meta['namespace']}/{meta['name']} held: not starting it")
+                return
+            self._seen[uid] = "starting"
+            self._busy += 1
+        threading.Thread(target=self._launch, args=(job,), name=f"launch-{meta['name']}", daemon=True).start()
+
+    def _on_pod(self, kind: str, pod: dict[str, Any]) -> None:
+        meta = pod["metadata"]
+        if kind == "DELETED" or not meta.get("deletionTimestamp"):
+            return
+        with self._lock:
+            proc = next((p for p in self._procs.values() if p.execution.pod == meta["name"]
+                         and p.execution.namespace == meta.get("namespace")), None)
+        if proc is not None and not proc.stopping:
+            self._note(f"pod {meta.get('namespace')}/{meta['name']} deleted: stopping it")
+            threading.Thread(target=self._terminate, args=(proc, False), daemon=True).start()
+
+    # Starting.
+    def _launch(self, job: dict[str, Any]) -> None:
+        meta = job["metadata"]
+        try:
+            self._start_pod(job)
+        except Exception as e:  # one broken Job must not stop the runner: report and carry on
+            self._note(f"job {meta['namespace']}/{meta['name']}: could not start: {type(e).__name__}: {e}")
+            logger.exception("launch failed")
+            with self._lock:
+                self.not_started[meta["name"]] = f"{type(e).__name__}: {e}"
+        finally:
+            with self._changed:
+                self._busy -= 1
+                self._changed.notify_all()
+
+    def _start_pod(self, job: dict[str, Any]) -> None:
+        meta = job["metadata"]
+        namespace, name, uid = meta["namespace"], meta["name"], meta["uid"]
+        template = (job.get("spec") or {}).get("template") or {}
+        pod_name = f"{name}-{''.join(random.choices(_SUFFIX_CHARS, k=5))}"
+        labels = {**((template.get("metadata") or {}).get("labels") or {}), "job-name": name,
+                  "batch.kubernetes.io/job-name": name, "controller-uid": uid,
+                  "batch.kubernetes.io/controller-uid": uid}
+        pod_body = {
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": pod_name, "namespace": namespace, "labels": labels, "finalizers": [FINALIZER],
+                         "annotations": (template.get("metadata") or {}).get("annotations") or {},
+                         "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": name, "uid": uid,
+                                              "controller": True, "blockOwnerDeletion": True}]},
+            "spec": {**(template.get("spec") or {}), "nodeName": NODE_NAME},
+        }
+        pod = self.api_client.sanitize_for_serialization(self.core.create_namespaced_pod(namespace, pod_body))
+        started = _now()
+        self._patch_job(namespace, name, {"startTime": _iso(started), "active": 1, "ready": 0})
+        self._note(f"job {namespace}/{name}: created pod {pod_name}")
+
+        container = pod["spec"]["containers"][0]
+        try:
+            env = resolve_env(container, pod, secrets=self._lookup("secret"), configmaps=self._lookup("configmap"))
+        except EnvResolutionError as e:
+            self._patch_pod(namespace, pod_name, {"phase": "Pending", "containerStatuses": [{
+                "name": container["name"], "image": container.get("image", ""), "ready": False,
+                "restartCount": 0, "started": False,
+                "state": {"waiting": {"reason": e.reason, "message": str(e)}}}]})
+            self._note(f"pod {namespace}/{pod_name}: {e.reason}: {e}")
+            with self._lock:
+                self._seen[uid] = "failed-to-start"
+                self.not_started[name] = f"{e.reason}: {e}"
+            self._remove_finalizer(namespace, pod_name)
+            return
+
+        mounts = self._mounts(pod, container, job)
+        workdir = _host_path(container.get("workingDir") or "", mounts) or self._session_dir(job)
+        env = {k: str(p) if (p := _host_path(v, mounts)) else v for k, v in env.items()}
+        tmp = mounts.get("/tmp") or self.scratch / namespace / pod_name / "tmp"
+        tmp.mkdir(parents=True, exist_ok=True)
+        process_env = {k: os.environ[k] for k in BASE_ENV_KEYS if k in os.environ}
+        process_env.update(HOME=str(workdir), HOSTNAME=pod_name, KUBECONFIG=str(self.kubeconfig),
+                           TMPDIR=str(tmp), PYTHONUNBUFFERED="1", **self.extra_env)
+        process_env.update(env)
+        argv = [*(container.get("command") or []), *(container.get("args") or [])]
+        if not argv:
+            raise ValueError(f"container {container['name']} has no command (image entrypoints are unknown here)")
+        argv = [expand(a, env) for a in argv]
+        if argv[0] in ("python", "python3"):
+            argv[0] = self.python
+        log_path = self.log_dir / f"{namespace}_{pod_name}.log"
+        workdir.mkdir(parents=True, exist_ok=True)
+        execution = Execution(namespace=namespace, job=name, pod=pod_name, argv=argv, env_names=sorted(env),
+                              workdir=workdir, log_path=log_path, started=started)
+        with open(log_path, "wb") as log_file:
+            popen = subprocess.Popen(argv, cwd=workdir, env=process_env, stdin=subprocess.DEVNULL, stdout=log_file,
+                                     stderr=subprocess.STDOUT, start_new_session=True)
+        execution.pid = popen.pid
+        limits = (container.get("resources") or {}).get("limits") or {}
+        proc = _Process(execution, popen, uid, int(quantity(limits["memory"])) if "memory" in limits else None,
+                        min(float(pod["spec"].get("terminationGracePeriodSeconds", 30)), self.max_grace_seconds))
+        with self._changed:
+            self._procs[uid] = proc
+            self.executions.append(execution)
+            deleted = self._seen.get(uid) == "deleted"
+            self._seen[uid] = "deleted" if deleted else "started"
+            self._changed.notify_all()
+        self._note(f"pod {namespace}/{pod_name}: started pid {popen.pid}: {' '.join(argv)}")
+        self._patch_pod(namespace, pod_name, {
+            "phase": "Running", "startTime": _iso(started), "hostIP": "127.0.0.1", "podIP": "127.0.0.1",
+            "podIPs": [{"ip": "127.0.0.1"}],
+            "conditions": _pod_conditions(True, started),
+            "containerStatuses": [{"name": container["name"], "image": container.get("image", ""),
+                                   "imageID": "", "containerID": f"podrunner://{popen.pid}", "ready": True,
+                                   "restartCount": 0, "started": True,
+                                   "state": {"running": {"startedAt": _iso(started)}}}]})
+        self._patch_job(namespace, name, {"ready": 1})
+        threading.Thread(target=self._wait, args=(proc, container), name=f"wait-{pod_name}", daemon=True).start()
+        if proc.memory_limit is not None:
+            threading.Thread(target=self._watch_memory, args=(proc,), daemon=True).start()
+        if deleted:  # the Job was deleted while we were starting it
+            self._terminate(proc, True)
+
+    def _mounts(self, pod: dict[str, Any], container: dict[str, Any], job: dict[str, Any]) -> dict[str, Path]:
+        """mountPath -> host directory, for the container's emptyDir volumes."""
+        volumes = {v["name"]: v for v in pod["spec"].get("volumes") or []}
+        working = container.get("workingDir")
+        mounts: dict[str, Path] = {}
+        for mount in container.get("volumeMounts") or []:
+            volume = volumes.get(mount["name"]) or {}
+            if "emptyDir" not in volume:
+                continue  # only emptyDir volumes exist on this "node"
+            if mount["name"] == "work" or mount["mountPath"] == working:
+                path = self._session_dir(job)
+            else:
+                path = self.scratch / pod["metadata"]["namespace"] / pod["metadata"]["name"] / mount["name"]
+            path.mkdir(parents=True, exist_ok=True)
+            mounts[mount["mountPath"].rstrip("/") or "/"] = path
+        return mounts
+
+    def _session_dir(self, job: dict[str, Any]) -> Path:
+        meta = job["metadata"]
+        key = (meta.get("labels") or {}).get(SESSION_LABEL) or meta["name"]
+        return self.workdirs / meta["namespace"] / key
+
+    def _lookup(self, kind: str) -> Callable[[str, str], dict[str, Any] | None]:
+        read = self.core.read_namespaced_secret if kind == "secret" else self.core.read_namespaced_config_map
+
+        def lookup(namespace: str, name: str) -> dict[str, Any] | None:
+            try:
+                return self.api_client.sanitize_for_serialization(read(name, namespace))
+            except ApiException as e:
+                if e.status == 404:
+                    return None
+                raise
+
+        return lookup
+
+    # Stopping.
+    def _signal(self, proc: _Process, sig: int) -> None:
+        if proc.done.is_set():
+            return
+        proc.execution.signals.append(sig)
+        for pid in [*_descendants(proc.popen.pid), proc.popen.pid]:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
+
+    def _terminate(self, proc: _Process, delete_pod: bool) -> None:
+        """As a kubelet stops a pod: SIGTERM, SIGKILL after the grace period; then the pod goes."""
+        proc.stopping = True
+        self._signal(proc, signal.SIGTERM)
+        if not proc.done.wait(proc.grace_seconds):
+            self._note(f"pod {proc.execution.namespace}/{proc.execution.pod}: grace period over, SIGKILL")
+            self._signal(proc, signal.SIGKILL)
+            proc.done.wait(10)
+        if delete_pod:
+            with contextlib.suppress(ApiException):
+                self.core.delete_namespaced_pod(proc.execution.pod, proc.execution.namespace, grace_period_seconds=0)
+
+    def _watch_memory(self, proc: _Process) -> None:
+        assert proc.memory_limit is not None
+        while not proc.done.wait(MEMORY_SAMPLE_SECONDS):
+            rss = sum(_rss(pid) for pid in [proc.popen.pid, *_descendants(proc.popen.pid)])
+            if rss > proc.memory_limit:
+                proc.oom = True
+                self._note(f"pod {proc.execution.namespace}/{proc.execution.pod}: RSS {rss} over the memory "
+                           f"limit {proc.memory_limit}: OOMKilled")
+                self._signal(proc, signal.SIGKILL)
+                return
+
+    def _wait(self, proc: _Process, container: dict[str, Any]) -> None:
+        code = proc.popen.wait()
+        ex = proc.execution
+        finished = _now()
+        exit_code = code if code >= 0 else 128 - code
+        reason = "OOMKilled" if proc.oom else ("Completed" if code == 0 else "Error")
+        with self._changed:
+            ex.exit_code, ex.reason = exit_code, reason
+        self._note(f"pod {ex.namespace}/{ex.pod}: exited {exit_code} ({reason})")
+        try:
+            self._patch_pod(ex.namespace, ex.pod, {
+                "phase": "Succeeded" if code == 0 else "Failed",
+                "conditions": _pod_conditions(False, finished),
+                "containerStatuses": [{"name": container["name"], "image": container.get("image", ""),
+                                       "imageID": "", "containerID": f"podrunner://{ex.pid}", "ready": False,
+                                       "restartCount": 0, "started": False,
+                                       "state": {"terminated": {"exitCode": exit_code, "reason": reason,
+                                                                "startedAt": _iso(ex.started),
+                                                                "finishedAt": _iso(finished),
+                                                                "containerID": f"podrunner://{ex.pid}"}}}]})
+            self._finish_job(proc, code == 0, finished)
+            self._remove_finalizer(ex.namespace, ex.pod)
+        except (ApiException, HTTPError, OSError) as e:  # the cluster may be stopping: the record stays right
+            self._note(f"pod {ex.namespace}/{ex.pod}: status update failed: {e}")
+        finally:
+            with self._changed:
+                ex.finished = finished
+                self._procs.pop(proc.job_uid, None)
+                proc.done.set()
+                self._changed.notify_all()
+
+    def _finish_job(self, proc: _Process, succeeded: bool, at: datetime.datetime) -> None:
+        ex = proc.execution
+        stamp = _iso(at)
+        if succeeded:
+            conditions = [
+                {"type": "SuccessCriteriaMet", "status": "True", "reason": "CompletionsReached",
+                 "message": "Reached expected number of succeeded pods", "lastProbeTime": stamp,
+                 "lastTransitionTime": stamp},
+                {"type": "Complete", "status": "True", "reason": "CompletionsReached",
+                 "message": "Reached expected number of succeeded pods", "lastProbeTime": stamp,
+                 "lastTransitionTime": stamp}]
+            status = {"active": 0, "ready": 0, "succeeded": 1, "completionTime": stamp, "conditions": conditions}
+        else:
+            conditions = [
+                {"type": "FailureTarget", "status": "True", "reason": "BackoffLimitExceeded",
+                 "message": "Job has reached the specified backoff limit", "lastProbeTime": stamp,
+                 "lastTransitionTime": stamp},
+                {"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded",
+                 "message": "Job has reached the specified backoff limit", "lastProbeTime": stamp,
+                 "lastTransitionTime": stamp}]
+            status = {"active": 0, "ready": 0, "failed": 1, "conditions": conditions}
+        with self._lock:
+            deleted = self._seen.get(proc.job_uid) == "deleted"
+        if not deleted:
+            self._patch_job(ex.namespace, ex.job, status)
+            self._note(f"job {ex.namespace}/{ex.job}: {'Complete' if succeeded else 'Failed'}")
+
+    # API helpers (each write is idempotent: absolute values; 404 means the object is gone).
+    def _patch_job(self, namespace: str, name: str, status: dict[str, Any]) -> None:
+        with contextlib.suppress(_NotFound):
+            _ignore_404(self.batch.patch_namespaced_job_status, name, namespace, {"status": status})
+
+    def _patch_pod(self, namespace: str, name: str, status: dict[str, Any]) -> None:
+        with contextlib.suppress(_NotFound):
+            _ignore_404(self.core.patch_namespaced_pod_status, name, namespace, {"status": status})
+
+    def _remove_finalizer(self, namespace: str, name: str) -> None:
+        for _ in range(5):
+            try:
+                pod = self.api_client.sanitize_for_serialization(self.core.read_namespaced_pod(name, namespace))
+            except ApiException as e:
+                if e.status == 404:
+                    return
+                raise
+            finalizers = [f for f in pod["metadata"].get("finalizers") or [] if f != FINALIZER]
+            try:
+                self.core.patch_namespaced_pod(name, namespace, {"metadata": {
+                    "finalizers": finalizers or None, "resourceVersion": pod["metadata"]["resourceVersion"]}})
+                return
+            except ApiException as e:
+                if e.status == 404:
+                    return
+                if e.status != 409:
+                    raise
+
+    def _running(self, job: str, namespace: str | None) -> _Process:
+        with self._lock:
+            for proc in self._procs.values():
+                if proc.execution.job == job and namespace in (None, proc.execution.namespace):
+                    return proc
+        raise LookupError(f"job {job} has no running container")
+
+    def _note(self, line: str) -> None:
+        stamped = f"{_now().strftime('%H:%M:%S.%f')[:-3]} {line}"
+        with self._lock:
+            self.log.append(stamped)
+        logger.info("%s", line)
+        with contextlib.suppress(OSError), open(self.log_dir / "podrunner.log", "a") as f:
+            f.write(stamped + "\n")
+
+
+class _NotFound(Exception):
+    pass
+
+
+def _ignore_404(fn: Callable[..., Any], *args: Any) -> Any:
+    try:
+        return fn(*args)
+    except ApiException as e:
+        if e.status == 404:
+            raise _NotFound() from e
+        raise
+
+
+def _finished(job: dict[str, Any]) -> bool:
+    conditions = (job.get("status") or {}).get("conditions") or []
+    return any(c.get("type") in ("Complete", "Failed") and c.get("status") == "True" for c in conditions)
+
+
+def _pod_conditions(ready: bool, at: datetime.datetime) -> list[dict[str, Any]]:
+    stamp = _iso(at)
+    value = "True" if ready else "False"
+    return [{"type": "PodScheduled", "status": "True", "lastTransitionTime": stamp},
+            {"type": "Initialized", "status": "True", "lastTransitionTime": stamp},
+            {"type": "ContainersReady", "status": value, "lastTransitionTime": stamp},
+            {"type": "Ready", "status": value, "lastTransitionTime": stamp}]
+
+
+def _host_path(value: str, mounts: dict[str, Path]) -> Path | None:
+    """The host path of a container path under one of the mounts (longest mount first)."""
+    for mount in sorted(mounts, key=len, reverse=True):
+        if value == mount or value.startswith(mount.rstrip("/") + "/"):
+            return mounts[mount] / value[len(mount):].lstrip("/")
+    return None
+
+
+def _children(pid: int) -> Iterator[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            yield from (int(p) for p in f.read().split())
+    except OSError:
+        return
+
+
+def _descendants(pid: int) -> list[int]:
+    found: list[int] = []
+    todo = [pid]
+    while todo:
+        for child in _children(todo.pop()):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _rss(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0

@@ -1,0 +1,255 @@
+"""The whole product on this machine: the test cluster, the chart installed into it with the
+real ``helm``, the operator process (``python -m sessionops.manager``), the replay model,
+the pod runner and a PostgreSQL database of its own.
+
+Used by the integration tests (``stack`` fixture) and by ``make dev`` (``tests.localstack``).
+The chart's own webhook configurations are exercised: the test cluster maps the chart's
+webhook Service to the operator's local webhook port.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import dataclasses
+import json
+import os
+import socket
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import psycopg
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+TOOLS = ROOT / ".tools" / "bin"
+RELEASE = "sessionops"
+OPERATOR_NS = "sessionops-system"
+WEBHOOK_SERVICE = f"{RELEASE}-webhook"
+CONFIGMAP = f"{RELEASE}-config"
+EXAMPLES_REPLAY = ROOT / "examples" / "replay"
+ADMIN_DSN = os.environ.get("DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def database_dsn(admin_dsn: str, name: str) -> str:
+    info = psycopg.conninfo.conninfo_to_dict(admin_dsn)
+    info["dbname"] = name
+    return psycopg.conninfo.make_conninfo(**info)
+
+
+def create_database(admin_dsn: str = ADMIN_DSN) -> tuple[str, str]:
+    name = f"sessionops_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(admin_dsn, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return name, database_dsn(admin_dsn, name)
+
+
+def drop_database(name: str, admin_dsn: str = ADMIN_DSN) -> None:
+    with psycopg.connect(admin_dsn, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@dataclasses.dataclass
+class Completed:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+async def run_cli(binary: str | Path, *args: str, input: str | None = None, check: bool = True,
+                  env: dict[str, str] | None = None, timeout: float = 120) -> Completed:
+    """Run a CLI without blocking the event loop (the test API server may run in this loop)."""
+    proc = await asyncio.create_subprocess_exec(
+        str(binary), *args, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE, env={**os.environ, **(env or {})})
+    out, err = await asyncio.wait_for(proc.communicate(input.encode() if input is not None else None), timeout)
+    result = Completed(proc.returncode or 0, out.decode(), err.decode())
+    if check and result.returncode != 0:
+        raise AssertionError(f"{Path(str(binary)).name} {' '.join(args)} failed ({result.returncode}):\n"
+                             f"{result.stdout}\n{result.stderr}")
+    return result
+
+
+def chart_values(replay_url: str, scenarios: list[str], namespaces: list[str],
+                 default_model: str = "replay/hello") -> dict[str, Any]:
+    return {
+        "operator": {"replicas": 1},
+        "postgresql": {"enabled": False},
+        "externalDatabase": {"existingSecret": "sessionops-database", "existingSecretKey": "url"},
+        "workerNamespaces": namespaces,
+        "config": {
+            "defaults": {"model": default_model},
+            "models": [{"name": f"replay/{s}", "provider": "replay", "model": s, "endpoint": f"{replay_url}/v1"}
+                       for s in sorted(scenarios)],
+        },
+    }
+
+
+@dataclasses.dataclass
+class Stack:
+    """Handles to a running stack; ``kubectl(...)`` runs the real binary against it."""
+
+    root: Path
+    kubeconfig: Path
+    database_url: str
+    replay_url: str
+    namespace: str
+    webhook_port: int
+    metrics_port: int
+    operator: asyncio.subprocess.Process | None = None
+    operator_env: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    async def kubectl(self, *args: str, input: str | None = None, check: bool = True) -> Completed:
+        return await run_cli(TOOLS / "kubectl", "--kubeconfig", str(self.kubeconfig), "--cache-dir",
+                             str(self.root / "kube-cache"), *args, input=input, check=check)
+
+    async def helm(self, *args: str, check: bool = True) -> Completed:
+        env = {"HELM_CACHE_HOME": str(self.root / "helm" / "cache"),
+               "HELM_CONFIG_HOME": str(self.root / "helm" / "config"),
+               "HELM_DATA_HOME": str(self.root / "helm" / "data")}
+        return await run_cli(TOOLS / "helm", "--kubeconfig", str(self.kubeconfig), *args, check=check, env=env)
+
+    async def apply(self, manifest: dict[str, Any] | str, namespace: str | None = None) -> Completed:
+        text = manifest if isinstance(manifest, str) else yaml.safe_dump(manifest)
+        return await self.kubectl("apply", "-n", namespace or self.namespace, "-f", "-", input=text)
+
+    async def get(self, kind: str, name: str, namespace: str | None = None) -> dict[str, Any]:
+        out = await self.kubectl("get", kind, name, "-n", namespace or self.namespace, "-o", "json")
+        return json.loads(out.stdout)
+
+    async def wait_for(self, kind: str, name: str, predicate: Any, timeout: float = 30,
+                       namespace: str | None = None) -> dict[str, Any]:
+        """Poll until ``predicate(obj)`` holds; the last object is in the assertion message."""
+        deadline = time.monotonic() + timeout
+        obj: dict[str, Any] = {}
+        while True:
+            res = await self.kubectl("get", kind, name, "-n", namespace or self.namespace, "-o", "json",
+                                     check=False)
+            if res.returncode == 0:
+                obj = json.loads(res.stdout)
+                if predicate(obj):
+                    return obj
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{kind}/{name} did not reach the expected state in {timeout}s: "
+                                     f"{json.dumps(obj.get('status'), indent=1)[:3000]}")
+            await asyncio.sleep(0.1)
+
+    async def start_operator(self) -> None:
+        log = open(self.root / "operator.log", "ab")  # noqa: SIM115 - the process owns it
+        self.operator = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "sessionops.manager", env={**os.environ, **self.operator_env},
+            stdout=log, stderr=asyncio.subprocess.STDOUT, cwd=str(ROOT))
+        await self.wait_healthy()
+
+    async def stop_operator(self, kill: bool = False) -> None:
+        if self.operator is None or self.operator.returncode is not None:
+            return
+        if kill:
+            self.operator.kill()
+        else:
+            self.operator.terminate()
+        try:
+            await asyncio.wait_for(self.operator.wait(), 20)
+        except TimeoutError:
+            self.operator.kill()
+            await self.operator.wait()
+
+    async def wait_healthy(self, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        async with aiohttp.ClientSession() as http:
+            while True:
+                if self.operator is not None and self.operator.returncode is not None:
+                    raise AssertionError(f"operator exited ({self.operator.returncode}):\n{self.operator_log()}")
+                with contextlib.suppress(aiohttp.ClientError):
+                    async with http.get(f"http://127.0.0.1:{self.metrics_port}/healthz") as r:
+                        if r.status == 200 and await self._webhook_listening():
+                            return
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"operator not healthy in {timeout}s:\n{self.operator_log()}")
+                await asyncio.sleep(0.1)
+
+    async def _webhook_listening(self) -> bool:
+        try:
+            _, writer = await asyncio.open_connection("127.0.0.1", self.webhook_port)
+        except OSError:
+            return False
+        writer.close()
+        return True
+
+    def operator_log(self, tail: int = 60) -> str:
+        path = self.root / "operator.log"
+        return "\n".join(path.read_text(errors="replace").splitlines()[-tail:]) if path.exists() else ""
+
+    async def replay_requests(self, scenario: str | None = None) -> list[dict[str, Any]]:
+        url = f"{self.replay_url}/requests" + (f"?scenario={scenario}" if scenario else "")
+        async with aiohttp.ClientSession() as http, http.get(url) as r:
+            return await r.json()
+
+
+async def install(stack: Stack, scenarios: list[str], namespaces: list[str]) -> None:
+    """Namespaces, database secrets, the chart (real helm), then the webhook certificate files."""
+    for ns in [OPERATOR_NS, *namespaces]:
+        await stack.kubectl("create", "namespace", ns, check=False)
+        await stack.kubectl("create", "secret", "generic", "sessionops-database", "-n", ns,
+                            f"--from-literal=url={stack.database_url}", check=False)
+    values = stack.root / "values.yaml"
+    values.write_text(yaml.safe_dump(chart_values(stack.replay_url, scenarios, namespaces)))
+    await stack.helm("install", RELEASE, str(ROOT / "charts" / "sessionops"), "-n", OPERATOR_NS, "-f", str(values))
+    secret = await stack.get("secret", f"{RELEASE}-webhook-tls", OPERATOR_NS)
+    certs = stack.root / "certs"
+    certs.mkdir(exist_ok=True)
+    for key in ("tls.crt", "tls.key", "ca.crt"):
+        (certs / key).write_bytes(base64.b64decode(secret["data"][key]))
+    stack.operator_env = {
+        "KUBECONFIG": str(stack.kubeconfig), "DATABASE_URL": stack.database_url,
+        "SESSIONOPS_NAMESPACE": OPERATOR_NS, "SESSIONOPS_CONFIGMAP": CONFIGMAP, "SESSIONOPS_CONFIG_POLL": "0.5",
+        "SESSIONOPS_WEBHOOK_ADDR": "127.0.0.1", "SESSIONOPS_WEBHOOK_PORT": str(stack.webhook_port),
+        "SESSIONOPS_CERT_FILE": str(certs / "tls.crt"), "SESSIONOPS_KEY_FILE": str(certs / "tls.key"),
+        "SESSIONOPS_PEERING": "", "SESSIONOPS_METRICS_PORT": str(stack.metrics_port),
+    }
+
+
+@contextlib.asynccontextmanager
+async def running_stack(root: Path, *, namespace: str = "team-a", operator: bool = True,
+                        pod_runner: bool = True) -> AsyncIterator[tuple[Stack, Any]]:
+    """Yields (stack, cluster): the cluster object lets tests set SAR policies and inject faults."""
+    from sessionops.replay.server import ReplayServer
+    from tests.cluster import running_cluster
+
+    root.mkdir(parents=True, exist_ok=True)
+    db_name, dsn = await asyncio.to_thread(create_database)
+    webhook_port, metrics_port = free_port(), free_port()
+    try:
+        async with running_cluster(kubeconfig=root / "kubeconfig", bookmark_interval=1.0) as cluster, \
+                ReplayServer(dirs=[EXAMPLES_REPLAY]) as replay:
+            cluster.service_endpoints[(OPERATOR_NS, WEBHOOK_SERVICE)] = ("127.0.0.1", webhook_port)
+            stack = Stack(root=root, kubeconfig=root / "kubeconfig", database_url=dsn, replay_url=replay.url,
+                          namespace=namespace, webhook_port=webhook_port, metrics_port=metrics_port)
+            await install(stack, list(replay.scenarios), [namespace])
+            runner = None
+            if pod_runner:
+                from tests.podrunner import PodRunner
+                runner = PodRunner(kubeconfig=stack.kubeconfig, workdirs=root / "workdirs", log_dir=root / "pods")
+                await runner.start()
+            try:
+                if operator:
+                    await stack.start_operator()
+                yield stack, cluster
+            finally:
+                await stack.stop_operator()
+                if runner is not None:
+                    await runner.stop()
+    finally:
+        await asyncio.to_thread(drop_database, db_name)

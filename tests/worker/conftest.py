@@ -1,0 +1,68 @@
+"""Fixtures of the worker tests: one test cluster, pod runner and database per test; one
+replay server (over HTTP) for the module."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from sessionops.api.config import OperatorConfig
+from sessionops.kube import load_api_client
+from sessionops.replay import ReplayServer, running_replay_server
+from sessionops.worker.k8s import WorkerKube
+from tests.agent.pg import pg_dsn, pg_template  # noqa: F401  (fixtures)
+from tests.podrunner import PodRunner
+from tests.podrunner.threaded import threaded_cluster
+from tests.worker.harness import NS, Stack
+
+ROOT = Path(__file__).resolve().parents[2]
+SCENARIO_DIRS = [ROOT / "examples" / "replay", Path(__file__).parent / "scenarios"]
+
+
+@pytest.fixture(scope="module")
+def replay() -> Iterator[ReplayServer]:
+    with running_replay_server(dirs=SCENARIO_DIRS) as server:
+        yield server
+
+
+def operator_config(replay: ReplayServer) -> OperatorConfig:
+    models = [{"name": f"replay/{name}", "provider": "replay", "model": name, "endpoint": f"{replay.url}/v1"}
+              for name in sorted(replay.scenarios)]
+    # A catalog entry whose scenario the replay server does not know: the model answers 404.
+    models.append({"name": "replay/missing", "provider": "replay", "model": "no-such-scenario",
+                   "endpoint": f"{replay.url}/v1"})
+    return OperatorConfig.model_validate({"defaults": {"model": "replay/hello"}, "models": models})
+
+
+@pytest.fixture
+def stack(tmp_path: Path, replay: ReplayServer, pg_dsn: str) -> Iterator[Stack]:  # noqa: F811
+    with threaded_cluster(tmp_path / "kubeconfig", bookmark_interval=0.2, strict=True) as cluster:
+        kube = WorkerKube(load_api_client(str(tmp_path / "kubeconfig")))
+        for crd in sorted((ROOT / "crds").glob("*.yaml")):
+            kube.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+                         body=yaml.safe_load(crd.read_text()))
+        kube.request("POST", "/api/v1/namespaces", body={"metadata": {"name": NS}})
+        kube.request("POST", f"/api/v1/namespaces/{NS}/secrets",
+                     body={"metadata": {"name": "sessionops-database"}, "stringData": {"url": pg_dsn}})
+        replay.records.clear()
+        runner = PodRunner(tmp_path / "kubeconfig", tmp_path / "workdirs", log_dir=tmp_path / "logs",
+                           max_grace_seconds=5)
+        with runner:
+            stack = Stack(cluster=cluster, kube=kube, runner=runner, replay=replay, dsn=pg_dsn,
+                          config=operator_config(replay), workdirs=tmp_path / "workdirs")
+            stack.agent()
+            try:
+                yield stack
+            finally:
+                _report_failures(runner)
+        kube.close()
+
+
+def _report_failures(runner: PodRunner) -> None:
+    """Pod logs of failed workers, printed so a failing test shows them."""
+    for execution in runner.executions:
+        if execution.exit_code not in (0, None) or execution.running:
+            print(f"--- {execution.pod} exit={execution.exit_code} ---\n{execution.output()[-4000:]}")

@@ -104,7 +104,7 @@ def test_complete_answers_are_accepted() -> None:
     (resume(waitpointId="wp-1", decisions=[{"callId": "zz", "decision": "Approve"}]), "spec.decisions[0].callId", 422),
     (resume(waitpointId="wp-1", decisions=[{"callId": "c1", "decision": "Approve"},
                                            {"callId": "c2", "decision": "Reject"}]), "spec.decisions[1].decision", 422),
-    (resume(waitpointId="wp-1", answers=["x"]), "spec.decisions", 422),
+    (resume(waitpointId="wp-1", answers=["x"]), "spec.answers", 422),
     (resume(waitpointId="old", decisions=[]), "spec.waitpointId", 409),
 ], ids=["a pending call without decision", "a call decided twice", "an unknown call", "a decision not allowed",
         "answers for an approval", "a stale waitpoint"])
@@ -120,7 +120,7 @@ def test_incomplete_or_stale_decisions_are_rejected(spec: dict, field: str, code
     (["green", ["s"], "x"], "spec.answers[0]"),
     (["red", "s", "x"], "spec.answers[1]"),
     (["red", [], "x"], "spec.answers[1]"),
-    (["red", ["s", "xl"], "x"], "spec.answers[1]"),
+    (["red", ["s", "xl"], "x"], "spec.answers[1][1]"),
     (["red", ["s"], ""], "spec.answers[2]"),
 ], ids=["partial answers", "answer outside the options", "single value for multi-select",
         "empty multi-select", "multi-select outside the options", "blank free answer"])

@@ -598,6 +598,9 @@ class FaithfulCluster(kmock.KubernetesEmulator):
         obj['apiVersion'] = rdef.api_version
         obj['kind'] = rdef.kind
         meta = obj.get('metadata')
+        if meta is not None and not isinstance(meta, dict):
+            raise errors.bad_request(f'{rdef.kind} in version "{rdef.version}" cannot be handled as a {rdef.kind}: '
+                                     'metadata must be an object')
         if not isinstance(meta, dict):
             meta = obj['metadata'] = {}
         if rdef.namespaced:
@@ -797,6 +800,9 @@ class FaithfulCluster(kmock.KubernetesEmulator):
         new['apiVersion'] = old['apiVersion']   # the storage version
         new['kind'] = rdef.kind
         meta = new.get('metadata')
+        if meta is not None and not isinstance(meta, dict):
+            raise errors.bad_request(f'{rdef.kind} in version "{rdef.version}" cannot be handled as a {rdef.kind}: '
+                                     'metadata must be an object')
         if not isinstance(meta, dict):
             meta = new['metadata'] = {}
         old_meta = old['metadata']

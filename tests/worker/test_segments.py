@@ -3,8 +3,12 @@ the replay model over HTTP. The test plays admission and the operator (``Stack``
 
 from __future__ import annotations
 
+import datetime
+import signal
+
+from sessionops.cancellation import pairing_errors
 from tests.cluster.authz import Policy
-from tests.worker.harness import Stack
+from tests.worker.harness import NS, Stack, wait_for
 
 
 def test_follow_up_answered_with_tools_succeeds_with_result_and_usage(stack: Stack) -> None:
@@ -172,3 +176,164 @@ def test_revoked_tool_is_hidden_from_the_model_and_refused_at_the_call(stack: St
     assert all("read_file" not in r["tools"] for r in requests) and "list_files" in requests[0]["tools"]
     refused = _tool_messages(requests[-1])["call_tools-then-answer_1_0"]
     assert "not available" in refused
+
+
+def test_killed_worker_is_retried_from_the_checkpoint_without_repeating_completed_calls(stack: Stack) -> None:
+    stack.session("s1", stack.snapshot("crash-then-retry", approval="AlwaysTrust"))
+    stack.message("s1-i1", "s1", "Write notes and run the command.")
+    stack.turn("s1-t1", "s1", ["s1-i1"])
+    stack.reconcile("s1-t1")
+    wait_for("write_file's result in the checkpoint while run_shell hangs",
+             lambda: (stack.workdir("s1") / ".attempt").exists()
+             and any(t.result is not None for t in stack.thread("s1").tasks))
+
+    stack.runner.kill("s1-t1-1", signal.SIGKILL)
+    killed = stack.runner.wait_execution("s1-t1-1")
+    wait_for("the Job to fail", lambda: stack.job_finished("s1-t1-1"))
+    assert killed.exit_code == 137
+    assert stack.job("s1-t1-1")["status"]["failed"] == 1
+    run, retry = stack.segment("s1-t1")
+
+    assert [(s["kind"], s["outcome"]) for s in run["status"]["segments"]] == [
+        ("Start", "Lost"), ("Retry", "Succeeded")]
+    assert run["status"]["phase"] == "Succeeded"
+    assert run["status"]["result"]["segment"] == "s1-t1-2"
+    # The dead worker's Lease was taken over at once (its pod has ended), not after 30 s.
+    assert (retry.finished - retry.started).total_seconds() < 15
+    state = stack.thread("s1")
+    assert state.values["files_written"] == ["notes.txt"]
+    assert pairing_errors(state.values["messages"]) == []
+    results = _tool_messages(stack.requests("crash-then-retry")[-1])
+    assert results["call_crash-then-retry_0_1"].startswith("exit code 0\nsecond attempt")
+    assert len(stack.requests("crash-then-retry")) == 2
+
+
+def test_steer_is_delivered_into_the_running_turn_exactly_once(stack: Stack) -> None:
+    stack.session("s1", stack.snapshot("wait-for-go", approval="AlwaysTrust"))
+    stack.message("s1-i1", "s1", "Write the report.")
+    stack.turn("s1-t1", "s1", ["s1-i1"])
+    stack.reconcile("s1-t1")
+    wait_for("the first model call", lambda: stack.requests("wait-for-go"))
+    steer = stack.message("s1-i2", "s1", "Focus on the summary.", delivery="Steer")
+    (stack.workdir("s1") / "go").touch()
+    stack.runner.wait_execution("s1-t1-1")
+    stack.reconcile("s1-t1")
+
+    run = stack.get("agentruns", "s1-t1")
+    assert run["status"]["phase"] == "Succeeded"
+    assert run["status"]["steered"] == ["s1-i2"]
+    assert stack.get("agentinputs", "s1-i2")["status"] == {"phase": "Consumed", "run": "s1-t1"}
+    first, second = stack.requests("wait-for-go")
+    assert "Focus on the summary." not in str(first["messages"])
+    roles = [(m["role"], m.get("content")) for m in second["messages"]]
+    assert roles.count(("user", "Focus on the summary.")) == 1
+    assert [r for r, _ in roles][-2:] == ["tool", "user"]  # after the call's result, before the answer
+    ids = [m.id for m in stack.thread("s1").values["messages"]]
+    assert ids.count(f"steer:{steer['metadata']['uid']}") == 1
+
+
+def test_a_second_worker_of_the_session_waits_for_the_lease(stack: Stack) -> None:
+    stack.session("s1", stack.snapshot("wait-for-go", approval="AlwaysTrust"))
+    stack.message("s1-i1", "s1", "First turn.")
+    stack.turn("s1-t1", "s1", ["s1-i1"])
+    stack.reconcile("s1-t1")
+    wait_for("the first worker's model call", lambda: stack.requests("wait-for-go"))
+    first = stack.runner.executions_of("s1-t1-1")[0]
+    stack.message("s1-i2", "s1", "Second turn.")
+    stack.turn("s1-t2", "s1", ["s1-i2"])
+    stack.reconcile("s1-t2")
+    second = stack.runner.wait_execution("s1-t2-1", finished=False)
+    wait_for("the second worker to wait", lambda: "is held by another worker" in second.output())
+    assert stack.lease("s1")["spec"]["holderIdentity"] == f"pod:{first.pod}"
+    assert len(stack.requests("wait-for-go")) == 1
+
+    (stack.workdir("s1") / "go").touch()
+    stack.runner.wait_execution("s1-t2-1")
+
+    assert stack.runner.wait_execution("s1-t1-1").finished <= second.finished
+    for run in ("s1-t1", "s1-t2"):
+        stack.reconcile(run)
+        assert stack.get("agentruns", run)["status"]["phase"] == "Succeeded"
+    assert stack.get("agentruns", "s1-t2")["status"]["result"]["text"] == "Nothing more to do."
+    lease = stack.lease("s1")["spec"]
+    assert not lease.get("holderIdentity") and lease["leaseTransitions"] == 1
+
+
+def test_a_worker_gives_up_on_a_lease_held_by_a_live_writer(stack: Stack) -> None:
+    stack.agent("bounded", worker={"env": [{"name": "SESSIONOPS_LEASE_WAIT_SECONDS", "value": "0.5"}]})
+    stack.session("s1", stack.snapshot("hello", agent="bounded"), agent="bounded")
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    stack.kube.create_lease(NS, {"metadata": {"name": "sessionops-s1"}, "spec": {
+        "holderIdentity": "host:elsewhere:1", "leaseDurationSeconds": 30, "renewTime": now}})
+    stack.message("s1-i1", "s1", "Hello?")
+    stack.turn("s1-t1", "s1", ["s1-i1"])
+
+    run, execution = stack.segment("s1-t1")
+
+    assert execution.exit_code == 3
+    assert run["status"]["segments"][0]["outcome"] == "Lost"
+    assert stack.requests() == []
+    assert stack.lease("s1")["spec"]["holderIdentity"] == "host:elsewhere:1"
+
+
+def test_a_cancel_is_never_overwritten_by_the_worker(stack: Stack) -> None:
+    stack.session("s1", stack.snapshot("wait-for-go", approval="AlwaysTrust"))
+    stack.message("s1-i1", "s1", "Work.")
+    stack.turn("s1-t1", "s1", ["s1-i1"])
+    stack.reconcile("s1-t1")
+    wait_for("the first model call", lambda: stack.requests("wait-for-go"))
+    stack.patch("agentruns", "s1-t1", {"spec": {"cancel": True}})
+    stack.patch_status("agentruns", "s1-t1", {"phase": "Cancelling"})
+    (stack.workdir("s1") / "go").touch()
+
+    execution = stack.runner.wait_execution("s1-t1-1")
+
+    assert execution.exit_code == 0
+    status = stack.get("agentruns", "s1-t1")["status"]
+    assert status["phase"] == "Cancelling" and "result" not in status
+    assert "not reporting Succeeded" in execution.output()
+
+
+def test_deleting_the_job_stops_the_worker_and_releases_the_lease(stack: Stack) -> None:
+    stack.session("s1", stack.snapshot("wait-for-go", approval="AlwaysTrust"))
+    stack.message("s1-i1", "s1", "Work.")
+    stack.turn("s1-t1", "s1", ["s1-i1"])
+    stack.reconcile("s1-t1")
+    wait_for("the first model call", lambda: stack.requests("wait-for-go"))
+
+    stack.kube.request("DELETE", f"/apis/batch/v1/namespaces/{NS}/jobs/s1-t1-1",
+                       body={"propagationPolicy": "Foreground"})
+    execution = stack.runner.wait_execution("s1-t1-1")
+
+    assert execution.exit_code == 143 and execution.signals == [signal.SIGTERM]
+    assert not stack.lease("s1")["spec"].get("holderIdentity")
+    wait_for("the Job and its pod to be gone", lambda: stack.job("s1-t1-1") is None)
+    assert stack.get("agentruns", "s1-t1")["status"]["phase"] == "Running"
+
+
+def test_step_limit_fails_the_turn(stack: Stack) -> None:
+    stack.session("s1", stack.snapshot("tools-then-answer", max_execution_steps=1))
+    stack.message("s1-i1", "s1", "Look around.")
+    stack.turn("s1-t1", "s1", ["s1-i1"])
+
+    run, _ = stack.segment("s1-t1")
+
+    assert run["status"]["phase"] == "Failed"
+    assert run["status"]["conditions"][0]["reason"] == "StepLimit"
+    assert len(stack.requests("tools-then-answer")) == 1
+
+
+def test_a_failing_model_fails_the_turn_with_model_error(stack: Stack) -> None:
+    snapshot = stack.snapshot("hello", model_retries=0)
+    snapshot["model"] = "replay/missing"
+    stack.session("s1", snapshot)
+    stack.message("s1-i1", "s1", "Hello?")
+    stack.turn("s1-t1", "s1", ["s1-i1"])
+
+    run, execution = stack.segment("s1-t1")
+
+    assert execution.exit_code == 0
+    assert run["status"]["phase"] == "Failed"
+    condition = run["status"]["conditions"][0]
+    assert condition["reason"] == "ModelError" and "no-such-scenario" in condition["message"]
+    assert [r["status"] for r in stack.requests()] == [404]

@@ -13,7 +13,7 @@ from sessionops import checkpoints
 from sessionops.api.snapshot import ContextSnapshot
 from sessionops.cancellation import flow
 from sessionops.cancellation.checkpoint_graph import checkpoint_graph
-from sessionops.cancellation.cleanup import CleanupError, CleanupReport, cleanup_thread
+from sessionops.cancellation.cleanup import STEPS, CleanupError, CleanupReport, cleanup_thread
 from sessionops.execution.segments import JobView
 from sessionops.kube import Kube
 from sessionops.locks import lock
@@ -84,6 +84,7 @@ async def _reconcile(kube: Kube, dsn: str, namespace: str, name: str,
             await kube.patch_status("agentruns", namespace, name,
                                     {"status": flow.failed_step(step, str(e), now=now)})
             raise
-        done += [s for s in report.committed if s not in done]
+        # Verified clean: every step is done, whether this call or an earlier one committed it.
+        done = [s for s in STEPS if s in done or s in report.committed or s in report.skipped]
     await kube.patch_status("agentruns", namespace, name, {"status": flow.completed(run, done, now=now)})
     return plan

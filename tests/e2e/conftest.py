@@ -1,0 +1,47 @@
+"""End-to-end scenarios through kubectl, against the local stack or a real cluster.
+
+Locally (default) each module gets its own stack (tests/stack.py). With
+``SESSIONOPS_E2E_KUBECONFIG`` set, the same tests run against that cluster (kind in
+GitHub Actions), in ``SESSIONOPS_E2E_NAMESPACE``, with the operator installed by Helm.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from tests.stack import OPERATOR_NS, Stack, running_stack
+
+REAL = os.environ.get("SESSIONOPS_E2E_KUBECONFIG")
+
+
+@pytest.fixture(scope="module")
+async def stack(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Stack]:
+    root = tmp_path_factory.mktemp("stack")
+    if REAL:
+        yield Stack(root=Path(root), kubeconfig=Path(REAL), database_url="", replay_url="",
+                    namespace=os.environ.get("SESSIONOPS_E2E_NAMESPACE", "sessionops-e2e"),
+                    webhook_port=0, metrics_port=0)
+        return
+    async with running_stack(Path(root)) as (s, _cluster):
+        yield s
+
+
+@pytest.fixture()
+def name() -> str:
+    """A unique, short object name per test (sessions are at most 40 characters)."""
+    return f"t{uuid.uuid4().hex[:8]}"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "tests/e2e" in str(item.fspath):
+            item.add_marker(pytest.mark.e2e)
+            item.add_marker(pytest.mark.asyncio(loop_scope="module"))
+
+
+__all__ = ["OPERATOR_NS", "REAL"]

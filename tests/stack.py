@@ -112,8 +112,10 @@ class Stack:
     operator_env: dict[str, str] = dataclasses.field(default_factory=dict)
 
     async def kubectl(self, *args: str, input: str | None = None, check: bool = True) -> Completed:
+        """The real kubectl; in the stack's namespace unless the arguments name one."""
+        ns = [] if "-n" in args or "--namespace" in args or "-A" in args else ["-n", self.namespace]
         return await run_cli(TOOLS / "kubectl", "--kubeconfig", str(self.kubeconfig), "--cache-dir",
-                             str(self.root / "kube-cache"), *args, input=input, check=check)
+                             str(self.root / "kube-cache"), *ns, *args, input=input, check=check)
 
     async def helm(self, *args: str, check: bool = True) -> Completed:
         env = {"HELM_CACHE_HOME": str(self.root / "helm" / "cache"),
@@ -241,8 +243,9 @@ async def running_stack(root: Path, *, namespace: str = "team-a", operator: bool
             runner = None
             if pod_runner:
                 from tests.podrunner import PodRunner
-                runner = PodRunner(kubeconfig=stack.kubeconfig, workdirs=root / "workdirs", log_dir=root / "pods")
-                await runner.start()
+                runner = PodRunner(stack.kubeconfig, root / "workdirs", log_dir=root / "pods")
+                # Its watches are blocking clients: never block the loop the test cluster serves from.
+                await asyncio.to_thread(runner.start)
             try:
                 if operator:
                     await stack.start_operator()
@@ -250,6 +253,6 @@ async def running_stack(root: Path, *, namespace: str = "team-a", operator: bool
             finally:
                 await stack.stop_operator()
                 if runner is not None:
-                    await runner.stop()
+                    await asyncio.to_thread(runner.stop)
     finally:
         await asyncio.to_thread(drop_database, db_name)

@@ -541,21 +541,31 @@ class FaithfulCluster(kmock.KubernetesEmulator):
                                                           field_validation=ctx.field_validation)
             except hooks.FieldError as e:
                 pre_error = e
-        if not ctx.internal:
+        hook_warnings: list[str] = []
+
+        async def webhooks(phase: str, current: dict[str, Any] | None) -> dict[str, Any] | None:
             try:
-                mutated = await hooks.run_admission(
+                return await hooks.run_admission(
                     cluster=self, operation=operation, group=rdef.group, version=rdef.version,
                     resource=rdef.plural, subresource=ctx.sub if ctx.sub else None, kind=rdef.kind,
                     namespace=ctx.namespace, name=name or None,
-                    obj=copy.deepcopy(obj) if obj is not None else None,
+                    obj=copy.deepcopy(current) if current is not None else None,
                     old_obj=copy.deepcopy(old) if old is not None else None,
-                    user_info=copy.deepcopy(ctx.user), dry_run=ctx.dry_run)
+                    user_info=copy.deepcopy(ctx.user), dry_run=ctx.dry_run, phase=phase, warnings=hook_warnings)
             except hooks.AdmissionDenied as e:
+                details = e.to_status().get('details', {}) if hasattr(e, 'to_status') else {}
                 raise ApiError(int(getattr(e, 'status', 403)), getattr(e, 'reason', 'Forbidden') or 'Forbidden',
-                               getattr(e, 'message', None) or str(e), {}) from None
+                               getattr(e, 'message', None) or str(e), details) from None
+
+        # The real API server's order: mutating admission, schema validation (with CEL),
+        # built-in defaults and validation, then validating admission on the final object.
+        if not ctx.internal:
+            mutated = await webhooks('mutating', obj)
             if operation != 'DELETE' and mutated is not None:
                 obj = mutated
         if obj is None:
+            if not ctx.internal and operation == 'DELETE':
+                await webhooks('validating', None)
             return None
         if crd is not None:
             try:
@@ -572,6 +582,9 @@ class FaithfulCluster(kmock.KubernetesEmulator):
             causes = builtin.validate(rdef, obj, old)
         if causes:
             raise errors.invalid(rdef.kind, rdef.group, name, causes)
+        if not ctx.internal:
+            await webhooks('validating', obj)
+        warnings = [*hook_warnings, *warnings]
         ctx.warnings.extend(w for w in warnings if w not in ctx.warnings)
         return obj
 

@@ -557,3 +557,32 @@ async def test_client_errors_never_500(api):
         reply = await api.request(method, path, body, content_type=content_type)
         assert 400 <= reply.status < 500, (method, path, body, reply.status, reply.body)
         assert reply.body['kind'] == 'Status', (method, path, reply.body)
+
+
+async def test_field_validation_is_passed_to_the_schema_module(api, monkeypatch):
+    seen = []
+    original = hooks.admit_custom_object
+
+    def spy(crd_, version, obj, old, *, field_validation='Strict'):
+        seen.append(field_validation)
+        return original(crd_, version, obj, old, field_validation=field_validation)
+
+    monkeypatch.setattr(hooks, 'admit_custom_object', spy)
+    await make_crd(api)
+    body = {**cr('s1'), 'spec': {'model': 'm', 'unknownField': 1}}
+    strict = await api.post(CRS, body)
+    if hooks.AVAILABLE.get('schema'):
+        assert strict.status == 400 and 'unknownField' in strict.body['message']   # strict decoding error
+        warn = await api.post(CRS, body, params={'fieldValidation': 'Warn'})
+        assert warn.status == 201 and any('unknownField' in w for w in warn.warnings)
+        assert 'unknownField' not in warn.body['spec']
+        ignore = await api.post(CRS, {**body, 'metadata': {'name': 's2'}}, params={'fieldValidation': 'Ignore'})
+        assert ignore.status == 201 and not ignore.warnings
+    assert seen[0] == 'Strict' and 'Warn' in seen and 'Ignore' in seen
+
+
+async def test_service_resolver(cluster):
+    cluster.service_endpoints[('sessionops-system', 'sessionops-webhook')] = ('127.0.0.1', 9443)
+    assert cluster.service_resolver('sessionops-system', 'sessionops-webhook', 443) == ('127.0.0.1', 9443)
+    assert cluster.get_object('', 'v1', 'namespaces', None, 'default')['metadata']['name'] == 'default'
+    assert {o['metadata']['name'] for o in cluster.list_objects('', 'v1', 'serviceaccounts')} == {'default'}

@@ -13,13 +13,14 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+import pytest_asyncio
 
 from tests.stack import OPERATOR_NS, Stack, running_stack
 
 REAL = os.environ.get("SESSIONOPS_E2E_KUBECONFIG")
 
 
-@pytest.fixture(scope="module")
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def stack(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Stack]:
     root = tmp_path_factory.mktemp("stack")
     if REAL:
@@ -35,13 +36,6 @@ async def stack(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Stack
 def name() -> str:
     """A unique, short object name per test (sessions are at most 40 characters)."""
     return f"t{uuid.uuid4().hex[:8]}"
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if "tests/e2e" in str(item.fspath):
-            item.add_marker(pytest.mark.e2e)
-            item.add_marker(pytest.mark.asyncio(loop_scope="module"))
 
 
 __all__ = ["OPERATOR_NS", "REAL"]

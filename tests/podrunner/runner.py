@@ -39,6 +39,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime
+import json
 import logging
 import os
 import random
@@ -57,6 +58,7 @@ import kubernetes
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
+from sessionops.worker.k8s import Conflict, WorkerKube
 from tests.podrunner.envresolve import EnvResolutionError, expand, quantity, resolve_env
 
 logger = logging.getLogger("podrunner")
@@ -152,6 +154,7 @@ class PodRunner:
         self._threads: list[threading.Thread] = []
         self._watches: list[kubernetes.watch.Watch] = []
         self.api_client = self._client()
+        self.kube = WorkerKube(self.api_client)
         self.core = kubernetes.client.CoreV1Api(self.api_client)
         self.batch = kubernetes.client.BatchV1Api(self.api_client)
 
@@ -258,14 +261,14 @@ class PodRunner:
 
     # Watching.
     def _list_jobs(self) -> list[dict[str, Any]]:
-        result = self.batch.list_job_for_all_namespaces()
-        return self.api_client.sanitize_for_serialization(result).get("items") or []
+        return self.kube.request("GET", "/apis/batch/v1/jobs").get("items") or []
 
     def _watch(self, ready: threading.Event, list_fn: Callable[..., Any],
                handle: Callable[[str, dict[str, Any]], None]) -> None:
         while not self._stop.is_set():
             try:
-                listed = self.api_client.sanitize_for_serialization(list_fn())
+                response = list_fn(_preload_content=False)
+                listed = json.loads(response.data)
                 for item in listed.get("items") or []:
                     handle("ADDED", item)
                 ready.set()
@@ -274,9 +277,10 @@ class PodRunner:
                     watch = kubernetes.watch.Watch()
                     self._watches.append(watch)
                     try:
+                        # Plain JSON events: the typed models reject objects the API server accepts.
                         for event in watch.stream(list_fn, resource_version=version, timeout_seconds=WATCH_SECONDS,
-                                                  allow_watch_bookmarks=True, _preload_content=False):
-                            obj = event["raw_object"]
+                                                  allow_watch_bookmarks=True, deserialize=False):
+                            obj = event["object"]
                             version = obj.get("metadata", {}).get("resourceVersion") or version
                             if event["type"] in ("ADDED", "MODIFIED", "DELETED"):
                                 handle(event["type"], obj)
@@ -328,7 +332,7 @@ class PodRunner:
             proc = next((p for p in self._procs.values() if p.execution.pod == meta["name"]
                          and p.execution.namespace == meta.get("namespace")), None)
         if proc is not None and not proc.stopping:
-            self._note(f"pod {meta.get('namespace')}/{meta['name']} deleted: stopping it")
+            self._note(f"pod {meta.get('namespace')}/{meta['name']} is being deleted: stopping it")
             threading.Thread(target=self._terminate, args=(proc, False), daemon=True).start()
 
     # Starting.
@@ -362,7 +366,7 @@ class PodRunner:
                                               "controller": True, "blockOwnerDeletion": True}]},
             "spec": {**(template.get("spec") or {}), "nodeName": NODE_NAME},
         }
-        pod = self.api_client.sanitize_for_serialization(self.core.create_namespaced_pod(namespace, pod_body))
+        pod = self.kube.request("POST", f"/api/v1/namespaces/{namespace}/pods", body=pod_body)
         started = _now()
         self._patch_job(namespace, name, {"startTime": _iso(started), "active": 1, "ready": 0})
         self._note(f"job {namespace}/{name}: created pod {pod_name}")
@@ -453,15 +457,10 @@ class PodRunner:
         return self.workdirs / meta["namespace"] / key
 
     def _lookup(self, kind: str) -> Callable[[str, str], dict[str, Any] | None]:
-        read = self.core.read_namespaced_secret if kind == "secret" else self.core.read_namespaced_config_map
+        plural = "secrets" if kind == "secret" else "configmaps"
 
         def lookup(namespace: str, name: str) -> dict[str, Any] | None:
-            try:
-                return self.api_client.sanitize_for_serialization(read(name, namespace))
-            except ApiException as e:
-                if e.status == 404:
-                    return None
-                raise
+            return self.kube._get(f"/api/v1/namespaces/{namespace}/{plural}/{name}")
 
         return lookup
 
@@ -475,16 +474,21 @@ class PodRunner:
                 os.kill(pid, sig)
 
     def _terminate(self, proc: _Process, delete_pod: bool) -> None:
-        """As a kubelet stops a pod: SIGTERM, SIGKILL after the grace period; then the pod goes."""
-        proc.stopping = True
-        self._signal(proc, signal.SIGTERM)
-        if not proc.done.wait(proc.grace_seconds):
-            self._note(f"pod {proc.execution.namespace}/{proc.execution.pod}: grace period over, SIGKILL")
-            self._signal(proc, signal.SIGKILL)
-            proc.done.wait(10)
+        """As a kubelet stops a pod: SIGTERM, SIGKILL after the grace period; then the pod goes.
+        Once per process: a Job deletion and its pod's deletion both lead here."""
+        with self._lock:
+            first = not proc.stopping
+            proc.stopping = True
+        if first:
+            self._signal(proc, signal.SIGTERM)
+            if not proc.done.wait(proc.grace_seconds):
+                self._note(f"pod {proc.execution.namespace}/{proc.execution.pod}: grace period over, SIGKILL")
+                self._signal(proc, signal.SIGKILL)
+        proc.done.wait(10)
         if delete_pod:
             with contextlib.suppress(ApiException):
-                self.core.delete_namespaced_pod(proc.execution.pod, proc.execution.namespace, grace_period_seconds=0)
+                self.kube.request("DELETE", f"/api/v1/namespaces/{proc.execution.namespace}/pods/"
+                                  f"{proc.execution.pod}", body={"gracePeriodSeconds": 0})
 
     def _watch_memory(self, proc: _Process) -> None:
         assert proc.memory_limit is not None
@@ -556,32 +560,39 @@ class PodRunner:
             self._note(f"job {ex.namespace}/{ex.job}: {'Complete' if succeeded else 'Failed'}")
 
     # API helpers (each write is idempotent: absolute values; 404 means the object is gone).
+    def _merge(self, path: str, body: dict[str, Any]) -> None:
+        try:
+            self.kube.request("PATCH", path, body=body, content_type="application/merge-patch+json")
+        except ApiException as e:
+            if e.status != 404:
+                raise
+
     def _patch_job(self, namespace: str, name: str, status: dict[str, Any]) -> None:
-        with contextlib.suppress(_NotFound):
-            _ignore_404(self.batch.patch_namespaced_job_status, name, namespace, {"status": status})
+        self._merge(f"/apis/batch/v1/namespaces/{namespace}/jobs/{name}/status", {"status": status})
 
     def _patch_pod(self, namespace: str, name: str, status: dict[str, Any]) -> None:
-        with contextlib.suppress(_NotFound):
-            _ignore_404(self.core.patch_namespaced_pod_status, name, namespace, {"status": status})
+        self._merge(f"/api/v1/namespaces/{namespace}/pods/{name}/status", {"status": status})
 
     def _remove_finalizer(self, namespace: str, name: str) -> None:
         for _ in range(5):
             try:
-                pod = self.api_client.sanitize_for_serialization(self.core.read_namespaced_pod(name, namespace))
+                pod = self.kube.request("GET", f"/api/v1/namespaces/{namespace}/pods/{name}")
             except ApiException as e:
                 if e.status == 404:
                     return
                 raise
             finalizers = [f for f in pod["metadata"].get("finalizers") or [] if f != FINALIZER]
             try:
-                self.core.patch_namespaced_pod(name, namespace, {"metadata": {
-                    "finalizers": finalizers or None, "resourceVersion": pod["metadata"]["resourceVersion"]}})
+                self.kube.request("PATCH", f"/api/v1/namespaces/{namespace}/pods/{name}", body={"metadata": {
+                    "finalizers": finalizers or None, "resourceVersion": pod["metadata"]["resourceVersion"]}},
+                    content_type="application/merge-patch+json")
                 return
+            except Conflict:
+                continue  # the pod changed since our read (a status update): read it again
             except ApiException as e:
                 if e.status == 404:
                     return
-                if e.status != 409:
-                    raise
+                raise
 
     def _running(self, job: str, namespace: str | None) -> _Process:
         with self._lock:
@@ -597,19 +608,6 @@ class PodRunner:
         logger.info("%s", line)
         with contextlib.suppress(OSError), open(self.log_dir / "podrunner.log", "a") as f:
             f.write(stamped + "\n")
-
-
-class _NotFound(Exception):
-    pass
-
-
-def _ignore_404(fn: Callable[..., Any], *args: Any) -> Any:
-    try:
-        return fn(*args)
-    except ApiException as e:
-        if e.status == 404:
-            raise _NotFound() from e
-        raise
 
 
 def _finished(job: dict[str, Any]) -> bool:

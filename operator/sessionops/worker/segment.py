@@ -23,6 +23,7 @@ import logging
 import os
 import signal
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
@@ -63,9 +64,11 @@ EXIT_LEASE_LOST = 4
 EXIT_TERMINATED = 143
 
 
-class Terminated(BaseException):
-    """SIGTERM (the Job was deleted, e.g. by a cancellation). A BaseException, so that no
-    ``except Exception`` on the way (tools, middleware) swallows it."""
+TERMINATE_TIMEOUT = 5.0
+"""Seconds the SIGTERM path may spend releasing the Lease before exiting anyway (an
+unreleased Lease expires on its own)."""
+_held: list[SessionLease] = []
+"""The Lease this process holds, for the SIGTERM path."""
 
 
 class Segment:
@@ -91,12 +94,14 @@ class Segment:
             return EXIT_OK
         identity = worker_identity(self.kube, env.namespace, env.identity, os.getpid())
         lease = SessionLease(self.kube, env.namespace, session_name, identity, env.lease_seconds)
-        lease.acquire(env.lease_wait_seconds)
+        _held.append(lease)
         try:
+            lease.acquire(env.lease_wait_seconds)
             lease.start_renewing(on_lost=_lease_lost)
             return self._under_lease(session, lease)
         finally:
             lease.release()
+            _held.clear()
 
     def _under_lease(self, session: dict[str, Any], lease: SessionLease) -> int:
         env = self.env
@@ -229,12 +234,32 @@ def _lease_lost(error: LeaseLost) -> None:
     """Another worker may write the thread now: stop at once, without another write.
     The checkpoints are durable (``durability="sync"``); the operator retries."""
     logger.error("%s: exiting", error)
-    logging.shutdown()
-    os._exit(EXIT_LEASE_LOST)
+    _exit(EXIT_LEASE_LOST)
 
 
 def _terminate(signum: int, frame: FrameType | None) -> None:
-    raise Terminated()
+    """SIGTERM: the Job or pod is being deleted (a cancellation, an eviction). Stop now.
+
+    Not by raising into the main thread: langgraph waits for running tool tasks before an
+    exception leaves ``invoke``, which could outlast the grace period. A separate thread
+    releases the Lease (so a cancellation's cleanup need not wait for it to expire) and
+    exits; the pod is gone only once the process is, so cleanup never races this writer.
+    """
+    def stop() -> None:
+        logger.warning("terminated (SIGTERM): releasing the lease and exiting")
+        for lease in list(_held):
+            lease.release()
+        _exit(EXIT_TERMINATED)
+
+    threading.Timer(TERMINATE_TIMEOUT, _exit, args=(EXIT_TERMINATED,)).start()
+    threading.Thread(target=stop, name="sigterm", daemon=True).start()
+
+
+def _exit(code: int) -> NoReturn:
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def main() -> NoReturn:
@@ -252,9 +277,6 @@ def main() -> NoReturn:
     code = EXIT_ERROR
     try:
         code = Segment(env, kube).run()
-    except Terminated:
-        logger.warning("run %s segment %s: terminated", env.run, env.segment_name)
-        code = EXIT_TERMINATED
     except LeaseUnavailable as e:
         logger.error("run %s segment %s: %s", env.run, env.segment_name, e)
         code = EXIT_LEASE_BUSY
@@ -264,9 +286,6 @@ def main() -> NoReturn:
         code = EXIT_ERROR
     finally:
         kube.close()
-    # Exit at once: tool threads may still run (a SIGTERM mid-call), and the interpreter's
-    # teardown of the agent stack takes most of a second. Everything durable is written.
-    logging.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+    # Exit at once: the interpreter's teardown of the agent stack takes most of a second,
+    # and everything durable is written.
+    _exit(code)

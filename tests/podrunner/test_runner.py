@@ -1,0 +1,214 @@
+"""The pod runner against the test cluster, with small Python containers."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sessionops.kube import load_api_client
+from sessionops.worker.k8s import WorkerKube
+from tests.podrunner import PodRunner
+from tests.podrunner.runner import FINALIZER
+from tests.podrunner.threaded import threaded_cluster
+
+NS = "jobs"
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def kube(tmp_path: Path) -> Iterator[WorkerKube]:
+    with threaded_cluster(tmp_path / "kubeconfig", bookmark_interval=0.2, strict=True):
+        client = WorkerKube(load_api_client(str(tmp_path / "kubeconfig")))
+        client.request("POST", "/api/v1/namespaces", body={"metadata": {"name": NS}})
+        client.request("POST", f"/api/v1/namespaces/{NS}/secrets",
+                       body={"metadata": {"name": "creds"}, "stringData": {"token": "s3cret"}})
+        yield client
+        client.close()
+
+
+@pytest.fixture
+def runner(kube: WorkerKube, tmp_path: Path) -> Iterator[PodRunner]:
+    with PodRunner(tmp_path / "kubeconfig", tmp_path / "workdirs", log_dir=tmp_path / "logs",
+                   max_grace_seconds=2) as r:
+        yield r
+
+
+def job(name: str, code: str, *, env: list[dict[str, Any]] | None = None, session: str = "s1",
+        resources: dict[str, Any] | None = None) -> dict[str, Any]:
+    container: dict[str, Any] = {
+        "name": "worker", "image": "example/worker:1", "command": ["python", "-c", code], "workingDir": "/work",
+        "env": [{"name": "WORKDIR", "value": "/work"}, *(env or [])],
+        "volumeMounts": [{"name": "work", "mountPath": "/work"}, {"name": "tmp", "mountPath": "/tmp"}]}
+    if resources:
+        container["resources"] = resources
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": name, "labels": {"sessionops.dev/session": session}},
+            "spec": {"backoffLimit": 0, "template": {"metadata": {"labels": {"app": "worker"}}, "spec": {
+                "restartPolicy": "Never", "containers": [container],
+                "volumes": [{"name": "work", "emptyDir": {}}, {"name": "tmp", "emptyDir": {}}]}}}}
+
+
+def create(kube: WorkerKube, body: dict[str, Any]) -> dict[str, Any]:
+    return kube.request("POST", f"/apis/batch/v1/namespaces/{NS}/jobs", body=body)
+
+
+def get_job(kube: WorkerKube, name: str) -> dict[str, Any] | None:
+    return kube._get(f"/apis/batch/v1/namespaces/{NS}/jobs/{name}")
+
+
+def pods(kube: WorkerKube) -> list[dict[str, Any]]:
+    return kube.request("GET", f"/api/v1/namespaces/{NS}/pods")["items"]
+
+
+def wait(check: Any, timeout: float = 15) -> Any:
+    deadline = time.monotonic() + timeout
+    while not (value := check()):
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+    return value
+
+
+def finished(kube: WorkerKube, name: str) -> dict[str, Any] | None:
+    found = get_job(kube, name)
+    conditions = ((found or {}).get("status") or {}).get("conditions") or []
+    return found if any(c["type"] in ("Complete", "Failed") for c in conditions) else None
+
+
+def test_a_succeeding_container_completes_its_job_and_pod(kube: WorkerKube, runner: PodRunner) -> None:
+    created = create(kube, job("ok", "import os; print('token', os.environ['TOKEN'], os.getcwd() == os.environ['WORKDIR'])",
+                               env=[{"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "creds", "key": "token"}}}]))
+    execution = runner.wait_execution("ok")
+    done = wait(lambda: finished(kube, "ok"))
+
+    assert execution.exit_code == 0 and execution.reason == "Completed"
+    assert execution.argv[0] == sys.executable and execution.env_names == ["TOKEN", "WORKDIR"]
+    assert execution.output() == "token s3cret True\n"
+    assert execution.workdir == runner.workdirs / NS / "s1"
+    status = done["status"]
+    assert [c["type"] for c in status["conditions"]] == ["SuccessCriteriaMet", "Complete"]
+    assert (status["succeeded"], status["active"]) == (1, 0) and status["startTime"] and status["completionTime"]
+    [pod] = pods(kube)
+    assert pod["metadata"]["name"].startswith("ok-") and len(pod["metadata"]["name"]) == len("ok-") + 5
+    assert pod["metadata"]["labels"]["job-name"] == "ok" and pod["metadata"]["labels"]["app"] == "worker"
+    assert pod["metadata"]["labels"]["controller-uid"] == created["metadata"]["uid"]
+    assert pod["metadata"]["ownerReferences"][0]["uid"] == created["metadata"]["uid"]
+    assert FINALIZER not in (pod["metadata"].get("finalizers") or [])
+    assert pod["status"]["phase"] == "Succeeded"
+    assert pod["status"]["containerStatuses"][0]["state"]["terminated"]["reason"] == "Completed"
+
+
+def test_a_failing_container_fails_its_job_as_with_backoff_limit_zero(kube: WorkerKube, runner: PodRunner) -> None:
+    create(kube, job("bad", "import sys; sys.exit(3)"))
+    execution = runner.wait_execution("bad")
+    status = wait(lambda: finished(kube, "bad"))["status"]
+
+    assert (execution.exit_code, execution.reason) == (3, "Error")
+    assert [(c["type"], c["reason"]) for c in status["conditions"]] == [
+        ("FailureTarget", "BackoffLimitExceeded"), ("Failed", "BackoffLimitExceeded")]
+    assert (status["failed"], status["active"]) == (1, 0)
+    [pod] = pods(kube)
+    assert pod["status"]["phase"] == "Failed"
+    assert pod["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 3
+
+
+def test_a_running_job_is_active_with_a_running_pod(kube: WorkerKube, runner: PodRunner) -> None:
+    create(kube, job("slow", "import time; time.sleep(30)"))
+    runner.wait_execution("slow", finished=False)
+    wait(lambda: (get_job(kube, "slow").get("status") or {}).get("ready") == 1)
+
+    status = get_job(kube, "slow")["status"]
+    assert status["active"] == 1 and status["startTime"]
+    [pod] = pods(kube)
+    assert pod["status"]["phase"] == "Running" and "running" in pod["status"]["containerStatuses"][0]["state"]
+    runner.kill("slow", signal.SIGKILL)
+    assert runner.wait_execution("slow").exit_code == 137
+
+
+@pytest.mark.parametrize("policy", ["Foreground", "Background"])
+def test_deleting_a_job_stops_its_process_and_removes_its_pod(kube: WorkerKube, runner: PodRunner,
+                                                             policy: str) -> None:
+    code = "import signal, sys, time; signal.signal(signal.SIGTERM, lambda *a: sys.exit(7)); time.sleep(30)"
+    create(kube, job("doomed", code))
+    execution = runner.wait_execution("doomed", finished=False)
+    wait(lambda: "running" in (pods(kube)[0].get("status", {}).get("containerStatuses") or [{}])[0].get("state", {}))
+
+    kube.request("DELETE", f"/apis/batch/v1/namespaces/{NS}/jobs/doomed", body={"propagationPolicy": policy})
+
+    assert runner.wait_execution("doomed").exit_code == 7
+    assert execution.signals == [signal.SIGTERM]
+    wait(lambda: not pods(kube) and get_job(kube, "doomed") is None)
+
+
+def test_a_process_ignoring_sigterm_is_killed_after_the_grace_period(kube: WorkerKube, runner: PodRunner) -> None:
+    code = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('up', flush=True); time.sleep(30)"
+    create(kube, job("stubborn", code))
+    execution = runner.wait_execution("stubborn", finished=False)
+    wait(lambda: "up" in execution.output())
+
+    kube.request("DELETE", f"/apis/batch/v1/namespaces/{NS}/jobs/stubborn", body={"propagationPolicy": "Background"})
+
+    assert runner.wait_execution("stubborn").exit_code == 137
+    assert execution.signals == [signal.SIGTERM, signal.SIGKILL]
+
+
+def test_held_jobs_do_not_start_until_released(kube: WorkerKube, runner: PodRunner) -> None:
+    runner.hold("late-")
+    create(kube, job("late-1", "print('finally')"))
+    wait(lambda: runner.held == ["late-1"])
+
+    assert pods(kube) == [] and not (get_job(kube, "late-1").get("status") or {}).get("startTime")
+    runner.unhold("late-")
+    assert runner.wait_execution("late-1").output() == "finally\n"
+
+
+def test_a_missing_secret_keeps_the_pod_pending(kube: WorkerKube, runner: PodRunner) -> None:
+    create(kube, job("nosecret", "print('never')",
+                     env=[{"name": "X", "valueFrom": {"secretKeyRef": {"name": "absent", "key": "k"}}}]))
+    with pytest.raises(RuntimeError, match="CreateContainerConfigError"):
+        runner.wait_execution("nosecret", timeout=15)
+    [pod] = pods(kube)
+    assert pod["status"]["phase"] == "Pending"
+    assert pod["status"]["containerStatuses"][0]["state"]["waiting"]["reason"] == "CreateContainerConfigError"
+
+
+def test_a_container_over_its_memory_limit_is_oom_killed(kube: WorkerKube, runner: PodRunner) -> None:
+    code = "import time; data = bytearray(200 * 1024 * 1024); time.sleep(30)"
+    create(kube, job("hungry", code, resources={"limits": {"memory": "64Mi"}}))
+    execution = runner.wait_execution("hungry", timeout=20)
+
+    assert (execution.exit_code, execution.reason) == (137, "OOMKilled")
+    pod = wait(lambda: [p for p in pods(kube) if p["status"]["phase"] == "Failed"])[0]
+    assert pod["status"]["containerStatuses"][0]["state"]["terminated"]["reason"] == "OOMKilled"
+
+
+def test_the_work_volume_is_kept_across_the_jobs_of_a_session(kube: WorkerKube, runner: PodRunner) -> None:
+    create(kube, job("first", "open('note.txt', 'w').write('kept')"))
+    runner.wait_execution("first")
+    create(kube, job("second", "print(open('note.txt').read())"))
+
+    assert runner.wait_execution("second").output() == "kept\n"
+
+
+def test_the_cli_runs_jobs_until_terminated(kube: WorkerKube, tmp_path: Path) -> None:
+    cli = subprocess.Popen(
+        [sys.executable, "-m", "tests.podrunner", "--kubeconfig", str(tmp_path / "kubeconfig"),
+         "--workdirs", str(tmp_path / "cli-work"), "--log-dir", str(tmp_path / "cli-logs")],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        assert cli.stdout is not None
+        while "pod runner ready" not in (line := cli.stdout.readline().decode()):
+            assert line, "the CLI exited before it was ready"
+        create(kube, job("via-cli", "print('hi')"))
+        assert wait(lambda: finished(kube, "via-cli"))["status"]["succeeded"] == 1
+    finally:
+        cli.send_signal(signal.SIGTERM)
+        assert cli.wait(timeout=15) == 0
+    assert "job jobs/via-cli: Complete" in (tmp_path / "cli-logs" / "podrunner.log").read_text()

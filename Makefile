@@ -21,7 +21,10 @@ install: $(STAMP)
 .tools/bin/helm .tools/bin/kubectl: tools/install-kube-tools.sh | $(STAMP)
 	PYTHON=$(CURDIR)/$(PY) tools/install-kube-tools.sh
 
-tools: .tools/bin/helm .tools/bin/kubectl
+.tools/bin/helm3: tools/install-helm3.sh | $(STAMP)
+	PYTHON=$(CURDIR)/$(PY) tools/install-helm3.sh
+
+tools: .tools/bin/helm .tools/bin/kubectl .tools/bin/helm3
 
 lint: install
 	$(VENV)/bin/ruff check operator tests bench

@@ -1108,6 +1108,8 @@ def _rule_errors(
         optional_old = bool(rule.get("optionalOldSelf"))
         if program.uses_old_self and not has_old and not optional_old:
             continue  # transition rules run only when there is a correlatable old value
+        if ratchet and allow_ratchet and not program.uses_old_self and node.unchanged:
+            continue  # ratcheting: an unchanged value cannot newly fail; skip the (slow) evaluation
         try:
             result = program.run(variables(program, optional_old))
         except cel.CELError as exc:

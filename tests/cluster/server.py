@@ -128,7 +128,7 @@ class Ctx:
     user: dict[str, Any]
     dry_run: bool = False
     manager: str = ''
-    field_validation: str = 'Strict'
+    field_validation: str = 'Warn'
     warnings: list[str] = dataclasses.field(default_factory=list)
     internal: bool = False
 
@@ -185,8 +185,9 @@ class FaithfulCluster(kmock.KubernetesEmulator):
         return copy.deepcopy(self._present(rdef, obj))
 
     def crd_for(self, group: str, plural: str) -> dict[str, Any] | None:
-        crd = self.store.get(CRD_GP, None, f'{plural}.{group}')
-        return copy.deepcopy(crd) if crd is not None else None
+        """The stored CRD itself, read-only: copying a large schema on every request dominated
+        the server's CPU (the schema and admission modules never mutate their inputs)."""
+        return self.store.get(CRD_GP, None, f'{plural}.{group}')
 
     def service_resolver(self, namespace: str, name: str, port: int | None = None) -> tuple[str, int]:
         for key in ((namespace, name, port), (namespace, name)):
@@ -305,7 +306,8 @@ class FaithfulCluster(kmock.KubernetesEmulator):
         ctx.dry_run = params.get('dryRun') == 'All'
         if 'dryRun' in params and params['dryRun'] not in ('All', ''):
             raise errors.invalid('', '', '', [errors.unsupported_value('dryRun', params['dryRun'], ['All'])])
-        ctx.field_validation = params.get('fieldValidation') or 'Strict'
+        # The real server's default is Warn; kubectl asks for Strict explicitly.
+        ctx.field_validation = params.get('fieldValidation') or 'Warn'
         if ctx.field_validation not in ('Strict', 'Warn', 'Ignore'):
             raise errors.bad_request(f'fieldValidation must be one of "Ignore", "Warn", or "Strict", '
                                      f'got {ctx.field_validation!r}')

@@ -570,7 +570,7 @@ async def test_field_validation_is_passed_to_the_schema_module(api, monkeypatch)
     monkeypatch.setattr(hooks, 'admit_custom_object', spy)
     await make_crd(api)
     body = {**cr('s1'), 'spec': {'model': 'm', 'unknownField': 1}}
-    strict = await api.post(CRS, body)
+    strict = await api.post(CRS, body, params={'fieldValidation': 'Strict'})
     if hooks.AVAILABLE.get('schema'):
         assert strict.status == 400 and 'unknownField' in strict.body['message']   # strict decoding error
         warn = await api.post(CRS, body, params={'fieldValidation': 'Warn'})
@@ -579,6 +579,9 @@ async def test_field_validation_is_passed_to_the_schema_module(api, monkeypatch)
         ignore = await api.post(CRS, {**body, 'metadata': {'name': 's2'}}, params={'fieldValidation': 'Ignore'})
         assert ignore.status == 201 and not ignore.warnings
     assert seen[0] == 'Strict' and 'Warn' in seen and 'Ignore' in seen
+    seen.clear()
+    await api.post(CRS, {**body, 'metadata': {'name': 's3'}})
+    assert seen[0] == 'Warn'   # the real server's default when the request does not say
 
 
 async def test_service_resolver(cluster):

@@ -460,7 +460,7 @@ class PodRunner:
         plural = "secrets" if kind == "secret" else "configmaps"
 
         def lookup(namespace: str, name: str) -> dict[str, Any] | None:
-            return self.kube._get(f"/api/v1/namespaces/{namespace}/{plural}/{name}")
+            return self.kube.read(f"/api/v1/namespaces/{namespace}/{plural}/{name}")
 
         return lookup
 

@@ -61,7 +61,7 @@ def create(kube: WorkerKube, body: dict[str, Any]) -> dict[str, Any]:
 
 
 def get_job(kube: WorkerKube, name: str) -> dict[str, Any] | None:
-    return kube._get(f"/apis/batch/v1/namespaces/{NS}/jobs/{name}")
+    return kube.read(f"/apis/batch/v1/namespaces/{NS}/jobs/{name}")
 
 
 def pods(kube: WorkerKube) -> list[dict[str, Any]]:
@@ -135,10 +135,11 @@ def test_a_running_job_is_active_with_a_running_pod(kube: WorkerKube, runner: Po
 @pytest.mark.parametrize("policy", ["Foreground", "Background"])
 def test_deleting_a_job_stops_its_process_and_removes_its_pod(kube: WorkerKube, runner: PodRunner,
                                                              policy: str) -> None:
-    code = "import signal, sys, time; signal.signal(signal.SIGTERM, lambda *a: sys.exit(7)); time.sleep(30)"
+    code = ("import signal, sys, time; signal.signal(signal.SIGTERM, lambda *a: sys.exit(7)); "
+            "print('up', flush=True); time.sleep(30)")
     create(kube, job("doomed", code))
     execution = runner.wait_execution("doomed", finished=False)
-    wait(lambda: "running" in (pods(kube)[0].get("status", {}).get("containerStatuses") or [{}])[0].get("state", {}))
+    wait(lambda: "up" in execution.output())
 
     kube.request("DELETE", f"/apis/batch/v1/namespaces/{NS}/jobs/doomed", body={"propagationPolicy": policy})
 

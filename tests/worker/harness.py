@@ -134,7 +134,7 @@ class Stack:
     def reconcile(self, run_name: str, *, worker: WorkerSettings | None = None) -> segments.RunPlan:
         run = self.get("agentruns", run_name)
         last = ((run.get("status") or {}).get("segments") or [None])[-1]
-        job = self.kube._get(f"/apis/batch/v1/namespaces/{NS}/jobs/{last['job']}") if last else None
+        job = self.kube.read(f"/apis/batch/v1/namespaces/{NS}/jobs/{last['job']}") if last else None
         inputs = self.kube.list_inputs(NS, run["spec"]["sessionRef"]["name"])
         plan = segments.decide(run, job, segments.pending_resumes(inputs, run_name),
                                now=datetime.datetime.now(datetime.UTC), max_retries=self.config.worker.max_retries,
@@ -164,7 +164,7 @@ class Stack:
         return self.get("agentruns", run_name), execution
 
     def job(self, name: str) -> dict[str, Any] | None:
-        return self.kube._get(f"/apis/batch/v1/namespaces/{NS}/jobs/{name}")
+        return self.kube.read(f"/apis/batch/v1/namespaces/{NS}/jobs/{name}")
 
     def job_finished(self, name: str) -> bool:
         job = self.job(name) or {}

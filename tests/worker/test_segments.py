@@ -45,7 +45,8 @@ def _approval_turn(stack: Stack) -> dict:
     return run
 
 
-def test_parallel_calls_wait_for_approval_with_the_sibling_result_persisted(stack: Stack) -> None:
+def test_parallel_calls_wait_for_approval_then_the_approved_call_runs_without_a_new_model_call(
+        stack: Stack) -> None:
     run = _approval_turn(stack)
 
     assert run["status"]["phase"] == "Waiting"
@@ -57,17 +58,12 @@ def test_parallel_calls_wait_for_approval_with_the_sibling_result_persisted(stac
     assert (stack.workdir("s1") / "hello.sh").exists()
     state = stack.thread("s1")
     done = [t for t in state.tasks if t.result is not None]
-    waiting = [t for t in state.tasks if t.interrupts]
-    assert len(done) == 1 and "wrote" in str(done[0].result)
-    assert len(waiting) == 1
+    assert len(done) == 1 and "wrote" in str(done[0].result)  # the sibling's result is persisted
+    assert len([t for t in state.tasks if t.interrupts]) == 1
     assert len(stack.requests("parallel-approval")) == 1
 
-
-def test_approved_call_runs_exactly_as_requested_without_a_new_model_call(stack: Stack) -> None:
-    run = _approval_turn(stack)
-    call = run["status"]["waitpoint"]["calls"][0]
+    call = waitpoint["calls"][0]
     stack.resume("s1-i2", "s1-t1", decisions=[{"callId": call["callId"], "decision": "Approve"}])
-
     run, execution = stack.segment("s1-t1")
 
     assert execution.exit_code == 0
@@ -143,7 +139,8 @@ def test_revoked_agent_access_fails_the_run_before_any_model_call(stack: Stack) 
     assert policy.record[0]["user"] == "alice"
 
 
-def test_resume_after_revocation_fails_without_running_the_approved_call(stack: Stack) -> None:
+def test_resume_after_revocation_fails_without_running_the_call_and_the_next_turn_closes_it(
+        stack: Stack) -> None:
     run = _approval_turn(stack)
     call = run["status"]["waitpoint"]["calls"][0]
     stack.resume("s1-i2", "s1-t1", decisions=[{"callId": call["callId"], "decision": "Approve"}])
@@ -156,8 +153,19 @@ def test_resume_after_revocation_fails_without_running_the_approved_call(stack: 
     assert len(stack.requests("parallel-approval")) == 1
     state = stack.thread("s1")
     assert [t.name for t in state.tasks if t.interrupts] == ["tools"]  # still waiting: never executed
-    tool_ids = [m.tool_call_id for m in state.values["messages"] if m.type == "tool"]
-    assert "call_parallel-approval_0_1" not in tool_ids
+    assert "call_parallel-approval_0_1" not in [m.tool_call_id for m in state.values["messages"] if m.type == "tool"]
+
+    # Access is back: the next turn first pairs the failed turn's open call with an error result.
+    stack.cluster.authz_policy = None
+    stack.message("s1-i3", "s1", "Try something else.")
+    stack.turn("s1-t2", "s1", ["s1-i3"])
+    run, _ = stack.segment("s1-t2")
+
+    assert run["status"]["phase"] == "Succeeded"
+    last = stack.requests("parallel-approval")[-1]
+    assert last["status"] == 200  # the replay model accepts only histories with every call answered once
+    assert _tool_messages(last)["call_parallel-approval_0_1"] == "cancelled by the user"
+    assert pairing_errors(stack.thread("s1").values["messages"]) == []
 
 
 def test_revoked_tool_is_hidden_from_the_model_and_refused_at_the_call(stack: Stack) -> None:

@@ -5,19 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import ValidationError
-
-from sessionops.admission.errors import Rejection
+from sessionops.admission.errors import Rejection, parse
 from sessionops.api.agent import AgentSpec
 
 
 def check_agent(spec: dict[str, Any]) -> AgentSpec:
-    try:
-        parsed = AgentSpec.model_validate(spec)
-    except ValidationError as e:
-        err = e.errors()[0]
-        path = ".".join(str(p) for p in err["loc"] if not str(p).startswith(("literal[", "list[")))
-        raise Rejection(f"spec.{path}", err["msg"]) from e
+    parsed = parse(AgentSpec, spec)
     names = [f.name for f in parsed.context_schema]
     if len(set(names)) != len(names):
         raise Rejection("spec.contextSchema", "field names must be unique")

@@ -13,6 +13,7 @@ from sessionops.admission.inputs import Receipt, active_turn, decide_receipt
 from sessionops.api.config import OperatorConfig
 from sessionops.api.input import InputKind
 from sessionops.kube import Conflict, Kube
+from sessionops.locks import lock
 
 # Bounded: every successful receipt or session status write moves the resourceVersion,
 # so under a burst a receipt may lose the race many times before it wins.
@@ -48,6 +49,15 @@ async def receive(kube: Kube, config: OperatorConfig, namespace: str, spec: dict
     A dry run decides but allocates nothing (sideEffects: NoneOnDryRun).
     """
     session_name = (spec.get("sessionRef") or {}).get("name", "")
+    # Receipts of one session queue up inside this replica, so a burst costs one round
+    # each instead of everyone retrying against everyone; the compare-and-swap still
+    # decides across replicas and against session updates.
+    async with lock("receipt", namespace, session_name):
+        return await _allocate(kube, config, namespace, spec, session_name, dry_run=dry_run)
+
+
+async def _allocate(kube: Kube, config: OperatorConfig, namespace: str, spec: dict[str, Any], session_name: str,
+                    *, dry_run: bool) -> Allocated:
     for _ in range(MAX_ATTEMPTS):
         session, active, resume_run = await read_state(kube, namespace, spec)
         receipt = decide_receipt(spec, session, session_name=session_name, active_run=active,

@@ -47,7 +47,8 @@ class Segment(ApiModel):
     input: str | None = Field(default=None, description="The Resume input this segment answers.")
     started_at: str | None = Field(default=None, description="When the Job was created.")
     finished_at: str | None = Field(default=None, description="When the segment ended.")
-    outcome: str | None = Field(default=None, description="Succeeded, Waiting, Failed, Lost or Cancelled.")
+    outcome: str | None = Field(default=None, description="Succeeded, Waiting, Failed, Lost, NotStarted or Cancelled.")
+    reason: str | None = Field(default=None, description="Why the segment was lost or never started.")
 
 
 class PendingCall(ApiModel):

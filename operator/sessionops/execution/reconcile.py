@@ -12,7 +12,7 @@ from sessionops.api.agent import WorkerSettings
 from sessionops.api.config import OperatorConfig
 from sessionops.execution import jobs, segments
 from sessionops.kube import Kube
-from sessionops.locks import lock
+from sessionops.locks import coalesced
 from sessionops.scheduling.names import SESSION_LABEL
 
 logger = logging.getLogger(__name__)
@@ -28,20 +28,24 @@ async def worker_settings(kube: Kube, namespace: str, run: dict[str, Any]) -> Wo
 
 async def reconcile_run(kube: Kube, config: OperatorConfig, namespace: str, name: str,
                         now: datetime.datetime | None = None) -> segments.RunPlan | None:
-    async with lock("run", namespace, name):
-        run = await kube.get("agentruns", namespace, name)
-        if run is None or run["metadata"].get("deletionTimestamp"):
-            return None
-        last = ((run.get("status") or {}).get("segments") or [None])[-1]
-        job = await kube.get_job(namespace, last["job"]) if last else None
-        session = run["spec"]["sessionRef"]["name"]
-        inputs = await kube.list("agentinputs", namespace, f"{SESSION_LABEL}={session}")
-        plan = segments.decide(run, job, segments.pending_resumes(inputs, name),
-                               now=now or datetime.datetime.now(datetime.UTC),
-                               max_retries=config.worker.max_retries,
-                               start_timeout_seconds=config.worker.start_timeout_seconds)
-        await apply(kube, config, run, plan)
-        return plan
+    return await coalesced("run", namespace, name, lambda: _reconcile(kube, config, namespace, name, now))
+
+
+async def _reconcile(kube: Kube, config: OperatorConfig, namespace: str, name: str,
+                     now: datetime.datetime | None) -> segments.RunPlan | None:
+    run = await kube.get("agentruns", namespace, name)
+    if run is None or run["metadata"].get("deletionTimestamp"):
+        return None
+    last = ((run.get("status") or {}).get("segments") or [None])[-1]
+    job = await kube.get_job(namespace, last["job"]) if last else None
+    session = run["spec"]["sessionRef"]["name"]
+    inputs = await kube.list("agentinputs", namespace, f"{SESSION_LABEL}={session}")
+    plan = segments.decide(run, job, segments.pending_resumes(inputs, name),
+                           now=now or datetime.datetime.now(datetime.UTC),
+                           max_retries=config.worker.max_retries,
+                           start_timeout_seconds=config.worker.start_timeout_seconds)
+    await apply(kube, config, run, plan)
+    return plan
 
 
 async def apply(kube: Kube, config: OperatorConfig, run: dict[str, Any], plan: segments.RunPlan) -> None:

@@ -37,7 +37,10 @@ class JobView:
         created_at = datetime.datetime.fromisoformat(created.replace("Z", "+00:00")) if created else None
         failed = conds.get("Failed")
         return cls(exists=True, finished="Complete" in conds or failed is not None,
-                   succeeded="Complete" in conds, started=bool(status.get("startTime") or status.get("active")),
+                   # A real Job controller sets startTime and active before any pod runs:
+                   # only a ready or finished pod proves the segment started.
+                   succeeded="Complete" in conds,
+                   started=bool(status.get("ready") or status.get("succeeded") or status.get("failed")),
                    created_at=created_at,
                    reason=(failed or {}).get("reason", "") + (": " + failed["message"] if failed and
                                                                failed.get("message") else ""))

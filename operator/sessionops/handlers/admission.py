@@ -8,8 +8,10 @@ import kopf
 
 from sessionops import GROUP, VERSION
 from sessionops.admission import agents, inputs, receipt, sessions
-from sessionops.admission.errors import Rejection
-from sessionops.api.input import SubmittedBy
+from sessionops.admission.errors import Rejection, parse
+from sessionops.api.input import AgentInputSpec, SubmittedBy
+from sessionops.api.session import AgentSessionSpec
+from sessionops.configuration import ConfigError
 from sessionops.runtime import Runtime
 from sessionops.scheduling.names import INPUT_FINALIZER, SESSION_LABEL
 from sessionops.scheduling.reconcile import owner_reference
@@ -33,6 +35,7 @@ async def mutate_session(body: kopf.Body, old: Any, operation: str, patch: kopf.
                          warnings: list[str], **_: Any) -> None:
     rt: Runtime = memo.runtime
     try:
+        parse(AgentSessionSpec, {k: v for k, v in body.spec.items() if k != "contextSnapshot"})
         config = rt.config.current
         if operation == "CREATE":
             agent_name = (body.spec.get("agentRef") or {}).get("name", "")
@@ -42,6 +45,8 @@ async def mutate_session(body: kopf.Body, old: Any, operation: str, patch: kopf.
             snapshot = sessions.session_snapshot_on_update(dict(old), dict(body), config)
     except Rejection as r:
         raise _deny(r) from None
+    except ConfigError as e:
+        raise kopf.AdmissionError(f"sessionops has no valid configuration yet: {e}", code=503) from None
     if snapshot is not None:
         wanted = snapshot.dump()
         if body.spec.get("contextSnapshot") != wanted:
@@ -62,10 +67,13 @@ async def mutate_input(body: kopf.Body, old: Any, operation: str, patch: kopf.Pa
         warnings.append("spec.sequence, spec.contextSnapshot and spec.submittedBy are server-owned: "
                         "the values sent were replaced")
     try:
+        parse(AgentInputSpec, {k: v for k, v in body.spec.items() if k not in inputs.SERVER_OWNED})
         allocated = await receipt.receive(rt.kube, rt.config.current, body.metadata.namespace, dict(body.spec),
                                           dry_run=dryrun)
     except Rejection as r:
         raise _deny(r) from None
+    except ConfigError as e:
+        raise kopf.AdmissionError(f"sessionops has no valid configuration yet: {e}", code=503) from None
     patch.spec["sequence"] = allocated.sequence
     patch.spec["contextSnapshot"] = allocated.receipt.snapshot.dump()
     patch.spec["submittedBy"] = _submitted_by(userinfo)

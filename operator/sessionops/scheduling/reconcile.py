@@ -13,7 +13,7 @@ from kubernetes.client.exceptions import ApiException
 
 from sessionops import API_VERSION
 from sessionops.kube import Conflict, Kube
-from sessionops.locks import lock
+from sessionops.locks import coalesced
 from sessionops.scheduling import queue
 from sessionops.scheduling.names import INPUT_FINALIZER, SEQUENCE_LABEL, SESSION_LABEL
 
@@ -42,16 +42,19 @@ def _status_changed(current: dict[str, Any], wanted: dict[str, Any]) -> bool:
 
 
 async def reconcile_session(kube: Kube, namespace: str, name: str) -> queue.Plan | None:
-    async with lock("session", namespace, name):
-        session = await kube.get("agentsessions", namespace, name)
-        if session is None:
-            return None
-        selector = f"{SESSION_LABEL}={name}"
-        inputs, runs = await asyncio.gather(kube.list("agentinputs", namespace, selector),
-                                            kube.list("agentruns", namespace, selector))
-        plan = queue.decide(session, inputs, runs)
-        await apply(kube, session, inputs, plan)
-        return plan
+    return await coalesced("session", namespace, name, lambda: _reconcile(kube, namespace, name))
+
+
+async def _reconcile(kube: Kube, namespace: str, name: str) -> queue.Plan | None:
+    session = await kube.get("agentsessions", namespace, name)
+    if session is None:
+        return None
+    selector = f"{SESSION_LABEL}={name}"
+    inputs, runs = await asyncio.gather(kube.list("agentinputs", namespace, selector),
+                                        kube.list("agentruns", namespace, selector))
+    plan = queue.decide(session, inputs, runs)
+    await apply(kube, session, inputs, plan)
+    return plan
 
 
 async def apply(kube: Kube, session: dict[str, Any], inputs: list[dict[str, Any]], plan: queue.Plan) -> None:

@@ -87,7 +87,8 @@ class WorkerKube:
                 raise
         return json.loads(text) if text else {}
 
-    def _get(self, path: str) -> dict[str, Any] | None:
+    def read(self, path: str) -> dict[str, Any] | None:
+        """GET an object; None when it does not exist."""
         try:
             return self.request("GET", path)
         except ApiException as e:
@@ -97,7 +98,7 @@ class WorkerKube:
 
     # Our custom resources.
     def get(self, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
-        return self._get(f"{CUSTOM}/namespaces/{namespace}/{plural}/{name}")
+        return self.read(f"{CUSTOM}/namespaces/{namespace}/{plural}/{name}")
 
     def list_inputs(self, namespace: str, session: str) -> list[dict[str, Any]]:
         result = self.request("GET", f"{CUSTOM}/namespaces/{namespace}/agentinputs",
@@ -172,7 +173,7 @@ class WorkerKube:
 
     # The session Lease.
     def get_lease(self, namespace: str, name: str) -> dict[str, Any] | None:
-        return self._get(f"{LEASES}/namespaces/{namespace}/leases/{name}")
+        return self.read(f"{LEASES}/namespaces/{namespace}/leases/{name}")
 
     def create_lease(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
         return self.request("POST", f"{LEASES}/namespaces/{namespace}/leases", body=body)
@@ -184,7 +185,7 @@ class WorkerKube:
     def pod_phase(self, namespace: str, name: str) -> str | None:
         """The pod's phase, ``"Gone"`` when it does not exist, None when we may not read pods."""
         try:
-            pod = self._get(f"/api/v1/namespaces/{namespace}/pods/{name}")
+            pod = self.read(f"/api/v1/namespaces/{namespace}/pods/{name}")
         except ApiException as e:
             if e.status == 403:  # no RBAC for pods: callers fall back to Lease expiry
                 return None

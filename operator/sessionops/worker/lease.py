@@ -42,8 +42,6 @@ LEASE_PREFIX = "sessionops-"
 POLL_SECONDS = 0.25
 """Poll interval while another holder has the Lease: releases are seen within it."""
 TERMINAL_POD_PHASES = frozenset({"Succeeded", "Failed", "Gone"})
-
-
 POD_IDENTITY = "pod:"
 
 

@@ -31,7 +31,9 @@ ACCESS_REVOKED = "AccessRevoked"
 """An identity behind the turn may no longer use the Agent."""
 RESUME_INVALID = "ResumeInvalid"
 """The Resume input does not complete the thread's current waitpoint."""
-REASONS = (MODEL_ERROR, MODEL_UNAVAILABLE, TOOL_ERROR, STEP_LIMIT, ACCESS_REVOKED, RESUME_INVALID)
+INVALID_SNAPSHOT = "InvalidSnapshot"
+"""The run's frozen configuration does not validate (no retry can fix it)."""
+REASONS = (MODEL_ERROR, MODEL_UNAVAILABLE, TOOL_ERROR, STEP_LIMIT, ACCESS_REVOKED, RESUME_INVALID, INVALID_SNAPSHOT)
 
 CONDITION_MESSAGE_MAX = 1024
 TRUNCATED = "\n[... truncated ...]"

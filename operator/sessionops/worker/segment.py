@@ -37,6 +37,7 @@ from langgraph.checkpoint.postgres import PostgresSaver
 from langgraph.errors import GraphRecursionError
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
+from pydantic import ValidationError
 from urllib3.exceptions import HTTPError
 
 from sessionops import checkpoints
@@ -98,19 +99,24 @@ class Segment:
         try:
             lease.acquire(env.lease_wait_seconds)
             lease.start_renewing(on_lost=_lease_lost)
-            return self._under_lease(session, lease)
+            return self._under_lease(session)
         finally:
             lease.release()
             _held.clear()
 
-    def _under_lease(self, session: dict[str, Any], lease: SessionLease) -> int:
+    def _under_lease(self, session: dict[str, Any]) -> int:
         env = self.env
         # Re-read under the Lease: the run may have been cancelled while we waited.
         run = self.kube.get("agentruns", env.namespace, env.run)
         if run is None or not writable(run):
             self.log("the run was cancelled or finished meanwhile: nothing to do")
             return EXIT_OK
-        snapshot = ContextSnapshot.model_validate(run["spec"]["contextSnapshot"])
+        try:
+            snapshot = ContextSnapshot.model_validate(run["spec"]["contextSnapshot"])
+        except ValidationError as e:
+            # Field paths only: the values are the user's configuration and never go to logs.
+            where = ", ".join(".".join(map(str, err["loc"])) for err in e.errors()) or "?"
+            return self._report(outcome.failed(outcome.INVALID_SNAPSHOT, f"spec.contextSnapshot is invalid at {where}"))
         inputs = [i for name in run["spec"]["inputs"] if (i := self.kube.get("agentinputs", env.namespace, name))]
         resume_name = env.resume_input or plan.last_resume_input((run.get("status") or {}).get("segments") or [])
         resume = self.kube.get("agentinputs", env.namespace, resume_name) if resume_name else None
@@ -251,7 +257,9 @@ def _terminate(signum: int, frame: FrameType | None) -> None:
             lease.release()
         _exit(EXIT_TERMINATED)
 
-    threading.Timer(TERMINATE_TIMEOUT, _exit, args=(EXIT_TERMINATED,)).start()
+    deadline = threading.Timer(TERMINATE_TIMEOUT, _exit, args=(EXIT_TERMINATED,))
+    deadline.daemon = True
+    deadline.start()
     threading.Thread(target=stop, name="sigterm", daemon=True).start()
 
 

@@ -1,0 +1,151 @@
+"""Worker start-up: process start -> first model request, and peak RSS (prints JSON).
+
+Each run starts ``python -m sessionops.worker`` for a fresh one-message turn (its own
+session), exactly as a pod would (the env comes from ``jobs.job_body`` resolved like the
+kubelet does), against the test cluster, PostgreSQL and the replay model over HTTP. The
+latency is measured from just before the process is spawned to the replay server's
+record of the first chat-completions request; peak RSS is the child's ``ru_maxrss``.
+Also reported: the import time of the worker's modules alone (a floor for the latency).
+Targets: <= 1.5 s to the first request, <= 250 MB peak RSS.
+
+    python bench/worker.py [--runs 5]      # DATABASE_URL selects the PostgreSQL server
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from sessionops import checkpoints  # noqa: E402
+from sessionops.api.config import OperatorConfig  # noqa: E402
+from sessionops.api.snapshot import ContextSnapshot, SnapshotSource  # noqa: E402
+from sessionops.execution.jobs import job_body  # noqa: E402
+from sessionops.kube import load_api_client  # noqa: E402
+from sessionops.replay import running_replay_server  # noqa: E402
+from sessionops.worker.k8s import CUSTOM, WorkerKube  # noqa: E402
+from tests.agent.pg import create_database, drop_database, server_url  # noqa: E402
+from tests.podrunner.envresolve import resolve_env  # noqa: E402
+from tests.podrunner.threaded import threaded_cluster  # noqa: E402
+
+NS = "bench"
+TARGET_SECONDS = 1.5
+TARGET_MB = 250.0
+
+
+def _create(kube: WorkerKube, plural: str, body: dict[str, Any]) -> dict[str, Any]:
+    body = {"apiVersion": "sessionops.dev/v1alpha1", **body}
+    body["metadata"]["namespace"] = NS
+    return kube.request("POST", f"{CUSTOM}/namespaces/{NS}/{plural}", body=body)
+
+
+def _turn(kube: WorkerKube, config: OperatorConfig, i: int) -> dict[str, Any]:
+    snapshot = ContextSnapshot(system_prompt="bench", model="replay/hello", approval_mode="Default",
+                               source=SnapshotSource(agent_name="helper")).dump()
+    _create(kube, "agentsessions", {"kind": "AgentSession", "metadata": {"name": f"s{i}"},
+                                    "spec": {"agentRef": {"name": "helper"}, "contextSnapshot": snapshot}})
+    _create(kube, "agentinputs", {"kind": "AgentInput", "metadata": {
+        "name": f"s{i}-i1", "labels": {"sessionops.dev/session": f"s{i}"}}, "spec": {
+        "sessionRef": {"name": f"s{i}"}, "messages": [{"content": "Hello?"}], "delivery": "FollowUp",
+        "sequence": 1, "contextSnapshot": snapshot, "submittedBy": {"username": "bench"}}})
+    run = _create(kube, "agentruns", {"kind": "AgentRun", "metadata": {"name": f"s{i}-t1"}, "spec": {
+        "sessionRef": {"name": f"s{i}"}, "inputs": [f"s{i}-i1"], "contextSnapshot": snapshot}})
+    kube.request("PATCH", f"{CUSTOM}/namespaces/{NS}/agentruns/s{i}-t1/status", content_type=
+                 "application/merge-patch+json", body={"status": {"phase": "Pending", "segments": [
+                     {"name": f"s{i}-t1-1", "kind": "Start", "job": f"s{i}-t1-1"}]}})
+    return job_body(run, 1, "Start", config=config, worker=None)
+
+
+def _env(kube: WorkerKube, job: dict[str, Any], workdir: Path, kubeconfig: Path) -> dict[str, str]:
+    container = job["spec"]["template"]["spec"]["containers"][0]
+    pod = {"metadata": {"name": f"{job['metadata']['name']}-bench", "namespace": NS}, "spec": {}}
+    env = resolve_env(container, pod, secrets=lambda ns, n: kube.read(f"/api/v1/namespaces/{ns}/secrets/{n}"),
+                      configmaps=lambda ns, n: None)
+    env["SESSIONOPS_WORKDIR"] = str(workdir)
+    base = {k: os.environ[k] for k in ("PATH", "LANG", "VIRTUAL_ENV") if k in os.environ}
+    return {**base, **env, "KUBECONFIG": str(kubeconfig), "HOSTNAME": pod["metadata"]["name"]}
+
+
+def _import_seconds() -> float:
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "import sessionops.worker.segment"], check=True)
+    return time.perf_counter() - start
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=5)
+    args = parser.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="bench-worker-"))
+    database = create_database()
+    dsn = server_url(database)
+    runs: list[dict[str, Any]] = []
+    try:
+        checkpoints.setup(dsn)  # the operator's job, once
+        with running_replay_server(dirs=[ROOT / "examples" / "replay"]) as replay, \
+                threaded_cluster(tmp / "kubeconfig", bookmark_interval=0.2):
+            kube = WorkerKube(load_api_client(str(tmp / "kubeconfig")))
+            for crd in sorted((ROOT / "crds").glob("*.yaml")):
+                kube.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+                             body=yaml.safe_load(crd.read_text()))
+            kube.request("POST", "/api/v1/namespaces", body={"metadata": {"name": NS}})
+            kube.request("POST", f"/api/v1/namespaces/{NS}/secrets",
+                         body={"metadata": {"name": "sessionops-database"}, "stringData": {"url": dsn}})
+            _create(kube, "agents", {"kind": "Agent", "metadata": {"name": "helper"}, "spec": {"systemPrompt": "b"}})
+            config = OperatorConfig.model_validate({"defaults": {"model": "replay/hello"}, "models": [
+                {"name": "replay/hello", "provider": "replay", "model": "hello", "endpoint": f"{replay.url}/v1"}]})
+            for i in range(args.runs):
+                job = _turn(kube, config, i)
+                env = _env(kube, job, tmp / f"work-{i}", tmp / "kubeconfig")
+                (tmp / f"work-{i}").mkdir()
+                replay.records.clear()
+                started = datetime.datetime.now(datetime.UTC)
+                t0 = time.perf_counter()
+                proc = subprocess.Popen([sys.executable, "-m", "sessionops.worker"], env=env, cwd=tmp / f"work-{i}",
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                _, status, usage = os.wait4(proc.pid, 0)
+                total = time.perf_counter() - t0
+                proc.returncode = os.waitstatus_to_exitcode(status)
+                first = datetime.datetime.fromisoformat(replay.records[0]["timestamp"]) if replay.records else None
+                phase = kube.get("agentruns", NS, f"s{i}-t1")["status"]["phase"]
+                runs.append({"run": i, "exit_code": proc.returncode, "phase": phase,
+                             "first_request_seconds": round((first - started).total_seconds(), 3) if first else None,
+                             "process_seconds": round(total, 3), "peak_rss_mb": round(usage.ru_maxrss / 1024, 1)})
+                if proc.returncode != 0 and proc.stderr is not None:
+                    print(proc.stderr.read().decode()[-2000:], file=sys.stderr)
+            kube.close()
+    finally:
+        drop_database(database)
+    latencies = [r["first_request_seconds"] for r in runs if r["first_request_seconds"] is not None]
+    rss = [r["peak_rss_mb"] for r in runs]
+    report = {
+        "bench": "worker start -> first model request",
+        "runs": runs,
+        "first_request_seconds": {"min": min(latencies), "median": statistics.median(latencies),
+                                  "max": max(latencies)} if latencies else None,
+        "peak_rss_mb": {"min": min(rss), "median": statistics.median(rss), "max": max(rss)},
+        "import_only_seconds": round(_import_seconds(), 3),
+        "targets": {"first_request_seconds": TARGET_SECONDS, "peak_rss_mb": TARGET_MB},
+        "met": {"first_request_seconds": bool(latencies) and statistics.median(latencies) <= TARGET_SECONDS,
+                "peak_rss_mb": max(rss) <= TARGET_MB},
+        "machine": {"cpus": os.cpu_count(), "load_1m": round(os.getloadavg()[0], 2), "python": sys.version.split()[0]},
+    }
+    print(json.dumps(report, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,237 @@
+"""The worker's pure decisions: environment, segment plan, verdict and status patch, Lease
+state, and the SubjectAccessReview mapping."""
+
+from __future__ import annotations
+
+import datetime
+from pathlib import Path
+
+import psycopg
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.tools import StructuredTool
+from langgraph.checkpoint.memory import InMemorySaver
+
+from sessionops.agent import build_agent
+from sessionops.agent.limits import step_limit_message
+from sessionops.api.input import SubmittedBy
+from sessionops.api.run import RESULT_TEXT_MAX, Waitpoint
+from sessionops.api.snapshot import ContextSnapshot
+from sessionops.worker import outcome, plan
+from sessionops.worker.access import Access, agent_check, review_spec, skill_check, subjects_of, tool_check
+from sessionops.worker.env import EnvError, WorkerEnv
+from sessionops.worker.lease import Holder, LeaseView
+from sessionops.worker.segment import Segment
+from tests.agent.scripted import ScriptedChatModel
+
+NOW = datetime.datetime(2026, 1, 1, 12, 0, 0, tzinfo=datetime.UTC)
+ENV = {"SESSIONOPS_NAMESPACE": "team-a", "SESSIONOPS_RUN": "s1-t1", "SESSIONOPS_SEGMENT": "2",
+       "SESSIONOPS_SEGMENT_KIND": "Retry", "SESSIONOPS_WORKDIR": "/work", "DATABASE_URL": "postgresql://db/x",
+       "SESSIONOPS_MODEL_NAME": "replay/hello", "SESSIONOPS_MODEL_PROVIDER": "replay",
+       "SESSIONOPS_MODEL_ID": "hello", "SESSIONOPS_MODEL_ENDPOINT": "http://replay/v1",
+       "SESSIONOPS_MODEL_API_KEY": "sk-secret", "HOSTNAME": "s1-t1-2-abcde"}
+
+
+def inp(name: str, uid: str, sequence: int, *texts: str, delivery: str = "FollowUp", phase: str | None = None,
+        run: str | None = None, kind: str = "Message") -> dict:
+    status = {k: v for k, v in (("phase", phase), ("run", run)) if v}
+    return {"metadata": {"name": name, "uid": uid}, "status": status,
+            "spec": {"kind": kind, "delivery": delivery, "sequence": sequence,
+                     "messages": [{"content": t} for t in texts]}}
+
+
+# Environment.
+def test_the_job_environment_parses_with_secrets_kept_out_of_repr() -> None:
+    env = WorkerEnv.from_environ(ENV)
+    assert (env.segment_name, env.kind, env.lease_seconds, env.lease_wait_seconds) == ("s1-t1-2", "Retry", 30, 60)
+    assert env.model is not None and env.model.model_id == "hello" and env.model.api_key == "sk-secret"
+    assert "sk-secret" not in repr(env) and "postgresql" not in repr(env)
+
+
+@pytest.mark.parametrize("change, error", [
+    ({"SESSIONOPS_RUN": ""}, "SESSIONOPS_RUN is not set"),
+    ({"SESSIONOPS_SEGMENT_KIND": "Again"}, "must be Start, Resume or Retry"),
+    ({"SESSIONOPS_SEGMENT_KIND": "Resume"}, "SESSIONOPS_RESUME_INPUT is required"),
+    ({"SESSIONOPS_LEASE_SECONDS": "soon"}, "SESSIONOPS_LEASE_SECONDS is not a valid int"),
+])
+def test_a_broken_job_environment_names_the_variable(change: dict, error: str) -> None:
+    with pytest.raises(EnvError, match=error):
+        WorkerEnv.from_environ({**ENV, **change})
+
+
+def test_a_model_missing_from_the_catalog_leaves_no_model_env() -> None:
+    env = {k: v for k, v in ENV.items() if not k.startswith("SESSIONOPS_MODEL")}
+    assert WorkerEnv.from_environ(env).model is None
+
+
+# Plan.
+def test_start_messages_follow_input_order_with_ids_from_input_uids() -> None:
+    messages = plan.start_messages([inp("b", "u2", 2, "third"), inp("a", "u1", 1, "first", "second")])
+    assert [(m.id, m.content) for m in messages] == [
+        ("input:u1:0", "first"), ("input:u1:1", "second"), ("input:u2:0", "third")]
+
+
+def test_steer_candidates_are_pending_or_claimed_by_this_run_in_sequence_order() -> None:
+    inputs = [
+        inp("own", "u0", 1, "start", delivery="Steer", phase="Consumed", run="r1"),
+        inp("late", "u3", 4, "later", delivery="Steer"),
+        inp("claimed", "u2", 3, "again", delivery="Steer", phase="Consumed", run="r1"),
+        inp("other-run", "u4", 5, "no", delivery="Steer", phase="Consumed", run="r0"),
+        inp("follow-up", "u5", 2, "no"),
+        inp("resume", "u6", 6, kind="Resume"),
+        inp("cancelled", "u7", 7, "no", delivery="Steer", phase="Cancelled"),
+    ]
+    found = plan.steer_candidates(inputs, "r1", exclude=["own"])
+    assert [i["metadata"]["name"] for i in found] == ["claimed", "late"]
+
+
+@pytest.mark.parametrize("kind, started, has_next, waitpoint, resume_for, expected", [
+    ("Start", False, False, None, None, plan.Action.START),
+    ("Retry", False, False, None, None, plan.Action.START),
+    ("Start", True, True, None, None, plan.Action.CONTINUE),
+    ("Retry", True, True, None, None, plan.Action.CONTINUE),
+    ("Retry", True, False, None, None, plan.Action.REPORT),
+    ("Retry", True, True, "wp-1", "wp-1", plan.Action.RESUME),
+    ("Retry", True, True, "wp-2", "wp-1", plan.Action.CONTINUE),
+    ("Resume", True, True, "wp-1", "wp-1", plan.Action.RESUME),
+    ("Resume", True, True, "wp-2", "wp-1", plan.Action.RESUME),
+])
+def test_segment_plan(kind: str, started: bool, has_next: bool, waitpoint: str | None, resume_for: str | None,
+                      expected: plan.Action) -> None:
+    resume = {"metadata": {"name": "r"}, "spec": {"waitpointId": resume_for}} if resume_for else None
+    step = plan.plan_segment(kind, turn_started=started, has_next=has_next, waitpoint_id=waitpoint,
+                             resume_input=resume)
+    assert step.action == expected
+
+
+def test_a_retry_looks_for_the_latest_resume_input() -> None:
+    segments = [{"kind": "Start"}, {"kind": "Resume", "input": "r1"}, {"kind": "Resume", "input": "r2"},
+                {"kind": "Retry"}]
+    assert plan.last_resume_input(segments) == "r2"
+    assert plan.last_resume_input([{"kind": "Start"}]) is None
+
+
+# Verdict and status.
+def test_the_verdict_of_an_answered_turn_is_succeeded_with_bounded_text() -> None:
+    verdict = outcome.verdict_of([HumanMessage("q"), AIMessage("x" * (RESULT_TEXT_MAX + 10))], None,
+                                 has_next=False, max_steps=5)
+    assert verdict is not None and verdict.phase == "Succeeded" and len(verdict.text or "") == RESULT_TEXT_MAX
+
+
+def test_the_step_limit_message_is_a_failed_verdict() -> None:
+    verdict = outcome.verdict_of([HumanMessage("q"), AIMessage(step_limit_message(3))], None,
+                                 has_next=False, max_steps=3)
+    assert verdict is not None and (verdict.phase, verdict.reason) == ("Failed", "StepLimit")
+
+
+def test_pending_tasks_without_an_interrupt_are_no_verdict() -> None:
+    assert outcome.verdict_of([HumanMessage("q")], None, has_next=True, max_steps=3) is None
+    assert outcome.verdict_of([AIMessage("", tool_calls=[{"name": "t", "args": {}, "id": "c1"}])], None,
+                              has_next=False, max_steps=3) is None
+
+
+def test_usage_counts_the_ai_messages_of_this_turn_only() -> None:
+    def ai(i: int, o: int) -> AIMessage:
+        return AIMessage("a", usage_metadata={"input_tokens": i, "output_tokens": o, "total_tokens": i + o})
+
+    messages = [HumanMessage("old", id="input:u0:0"), ai(100, 100), HumanMessage("new", id="input:u1:0"),
+                ai(10, 1), ToolMessage("r", tool_call_id="c"), ai(20, 2)]
+    usage = outcome.usage_of(outcome.turn_messages(messages, {"input:u1:0"}))
+    assert (usage.input_tokens, usage.output_tokens) == (30, 3)
+
+
+def test_status_patches_carry_absolute_values_and_keep_condition_times() -> None:
+    run = {"status": {"usage": {"inputTokens": 50, "outputTokens": 5}, "conditions": [
+        {"type": "Failed", "status": "True", "reason": "ModelError", "lastTransitionTime": "2025-01-01T00:00:00Z"},
+        {"type": "Other", "status": "True"}]}}
+    waiting = outcome.status_patch(outcome.Verdict("Waiting", waitpoint=Waitpoint(id="wp-1", kind="Question")),
+                                   run=run, segment="s1-t1-2", usage=outcome.usage_of([]), now=NOW)
+    assert waiting == {"phase": "Waiting", "waitpoint": {"id": "wp-1", "kind": "Question", "calls": [],
+                                                         "questions": [], "children": []},
+                       "usage": {"inputTokens": 50, "outputTokens": 5}}
+    succeeded = outcome.status_patch(outcome.Verdict("Succeeded", text="done"), run=run, segment="s1-t1-2",
+                                     usage=None, now=NOW)
+    assert succeeded == {"phase": "Succeeded", "waitpoint": None, "result": {"text": "done", "segment": "s1-t1-2"}}
+    failed = outcome.status_patch(outcome.failed("StepLimit", "too many"), run=run, segment="s1-t1-2",
+                                  usage=None, now=NOW)
+    assert failed["conditions"] == [
+        {"type": "Failed", "status": "True", "reason": "StepLimit", "message": "segment s1-t1-2: too many",
+         "lastTransitionTime": "2025-01-01T00:00:00Z"},
+        {"type": "Other", "status": "True"}]
+
+
+# Lease.
+@pytest.mark.parametrize("spec, expected", [
+    ({}, Holder.FREE),
+    ({"holderIdentity": "pod:me", "renewTime": "2026-01-01T11:59:50.000000Z", "leaseDurationSeconds": 30},
+     Holder.OURS),
+    ({"holderIdentity": "pod:other", "renewTime": "2026-01-01T11:59:50.000000Z", "leaseDurationSeconds": 30},
+     Holder.OTHER),
+    ({"holderIdentity": "pod:other", "renewTime": "2026-01-01T11:59:00.000000Z", "leaseDurationSeconds": 30},
+     Holder.FREE),
+    ({"holderIdentity": None, "renewTime": "2026-01-01T11:59:59.000000Z", "leaseDurationSeconds": 30},
+     Holder.FREE),
+])
+def test_lease_holder_state(spec: dict, expected: Holder) -> None:
+    assert LeaseView.of({"spec": spec}).holder_state("pod:me", NOW) is expected
+
+
+# Access.
+def test_access_checks_map_to_subject_access_reviews() -> None:
+    subject = SubmittedBy(username="alice", uid="u1", groups=["devs"], extra={"scopes": ["a"]})
+    assert review_spec(subject, "team-a", tool_check("run_shell")) == {
+        "user": "alice", "uid": "u1", "groups": ["devs"], "extra": {"scopes": ["a"]},
+        "resourceAttributes": {"namespace": "team-a", "verb": "use", "group": "sessionops.dev",
+                               "resource": "tools", "name": "run_shell"}}
+    assert (agent_check("helper").verb, agent_check("helper").resource) == ("get", "agents")
+    assert (tool_check("github__search").resource, tool_check("github__search").name) == ("mcpservers", "github")
+    assert skill_check("style").resource == "skills"
+
+
+class FakeReviews:
+    def __init__(self, denied: set[tuple[str, str]]) -> None:
+        self.denied = denied
+        self.asked: list[tuple[str, str]] = []
+
+    def access_review(self, spec: dict) -> tuple[bool, str]:
+        key = (spec["user"], spec["resourceAttributes"]["name"])
+        self.asked.append(key)
+        return key not in self.denied, "denied by policy" if key in self.denied else ""
+
+
+def test_every_identity_of_the_turn_must_be_allowed_and_answers_are_cached() -> None:
+    reviews = FakeReviews({("bob", "run_shell")})
+    subjects = subjects_of([{"spec": {"submittedBy": {"username": "alice"}}},
+                            {"spec": {"submittedBy": {"username": "bob"}}},
+                            {"spec": {"submittedBy": {"username": "alice"}}}])
+    access = Access(reviews, "team-a", subjects)  # type: ignore[arg-type]
+    assert access.tool_filter("read_file") and not access.tool_filter("run_shell")
+    assert access.review(tool_check("run_shell")) == (False, "bob may not use tools.sessionops.dev 'run_shell': "
+                                                             "denied by policy")
+    access.tool_filter("read_file")
+    assert reviews.asked == [("alice", "read_file"), ("bob", "read_file"), ("alice", "run_shell"),
+                             ("bob", "run_shell")]
+
+
+def test_an_input_without_submitter_grants_nothing() -> None:
+    access = Access(FakeReviews(set()), "team-a", subjects_of([{"spec": {}}]))  # type: ignore[arg-type]
+    allowed, why = access.review(agent_check("helper"))
+    assert not allowed and "submittedBy" in why
+
+
+# Failure classification, on a real graph.
+def test_a_tool_that_raises_fails_the_turn_with_tool_error(tmp_path: Path) -> None:
+    def explode() -> str:
+        """Always fails."""
+        raise RuntimeError("the disk is on fire")
+
+    snapshot = ContextSnapshot(system_prompt="s", model="m", approval_mode="AlwaysTrust")
+    graph = build_agent(snapshot, model=ScriptedChatModel(script=[[("explode", {})], "done"]), workdir=tmp_path,
+                        checkpointer=InMemorySaver(), extra_tools=[StructuredTool.from_function(explode)])
+    config = {"configurable": {"thread_id": "t"}}
+    with pytest.raises(RuntimeError) as raised:
+        graph.invoke({"messages": [HumanMessage("go")]}, config, durability="sync")
+
+    verdict = Segment._task_failure(graph, config, raised.value)
+    assert verdict is not None and (verdict.reason, verdict.message) == ("ToolError", "RuntimeError: the disk is on fire")
+    assert Segment._task_failure(graph, config, psycopg.OperationalError("db down")) is None

@@ -168,6 +168,9 @@ def _wrap(value: Any) -> Any:
     if isinstance(value, bool):
         return celtypes.BoolType(value)
     if isinstance(value, int):
+        # The API server decodes JSON integers beyond int64 as float64, as Go does.
+        if not -(2**63) <= value < 2**63:
+            return celtypes.DoubleType(float(value))
         return celtypes.IntType(value)
     if isinstance(value, float):
         return celtypes.DoubleType(value)
@@ -281,7 +284,8 @@ def to_cel(value: Any, schema: dict | None = None, *, root: bool = False) -> Any
     if isinstance(value, (int, float)):
         if typ == "number":
             return celtypes.DoubleType(float(value))
-        if typ == "integer" and (isinstance(value, int) or float(value).is_integer()):
+        if typ == "integer" and (isinstance(value, int) or float(value).is_integer()) \
+                and -(2**63) <= int(value) < 2**63:
             return celtypes.IntType(int(value))
         return _wrap(value)
     if isinstance(value, str):

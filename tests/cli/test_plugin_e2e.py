@@ -42,6 +42,11 @@ async def session(stack: Stack, name: str, model: str) -> None:
     await stack.apply(m.session(name, "helper", model=model))
 
 
+async def session_phase(stack: Stack, name: str, phase: str) -> None:
+    """The session's status follows its run's a moment later: wait for it before reading it."""
+    await stack.wait_for("asess", name, lambda s: (s.get("status") or {}).get("phase") == phase, timeout=15)
+
+
 async def test_approval_conversation(stack: Stack, name: str) -> None:
     await session(stack, name, "replay/parallel-approval")
     ns, run = stack.namespace, f"{name}-t1"
@@ -59,6 +64,7 @@ async def test_approval_conversation(stack: Stack, name: str) -> None:
     assert 'command="sh hello.sh" timeout_seconds=30' in row and "Approve/Reject" in row
     assert f"kubectl sessionops approve {run} -n {ns}" in out
 
+    await session_phase(stack, name, "Waiting")
     res = await plugin(stack, "status", name)
     assert res.exit_code == 0, res.output
     out = lines(res.stdout)
@@ -161,6 +167,7 @@ async def test_cancel_pauses_the_queue_and_continue_resumes_it(stack: Stack, nam
     res = await plugin(stack, "cancel", run)  # repeating is a no-op
     assert res.exit_code == 0 and lines(res.stdout) == [f"cancel already requested for run {run} (phase Cancelled)"]
     assert (await stack.get("arun", run))["status"]["phase"] == "Cancelled"
+    await session_phase(stack, name, "Paused")
 
     res = await plugin(stack, "send", name, "Try again, please.", "--key", "again")
     assert res.exit_code == 0, res.output  # received and queued while the queue is paused

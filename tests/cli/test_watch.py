@@ -207,3 +207,26 @@ def test_unknown_names_are_not_found() -> None:
         assert e.message == 'no AgentRun, AgentSession or AgentInput "nope" in namespace team-a'
     else:
         raise AssertionError("no error")
+
+
+def test_a_session_resuming_from_a_continue_is_followed_to_its_next_run() -> None:
+    kube = FakeKube()
+    paused = {"phase": "Paused", "queue": {"pending": 1, "paused": True, "pausedReason": "cancelled"}}
+    kube.script("agentsessions", "demo", [session(**paused), session(**paused),
+                                          session(phase="Running", activeRun="demo-t2")])
+    kube.put("agentinputs", an_input("demo-m2", sequence=2))
+    kube.put("agentinputs", an_input("demo-continue-c", kind="Continue", sequence=3))
+    kube.put("agentruns", run("demo-t2", phase="Succeeded", seq=2, result=DONE))
+    w, out = watcher(kube)
+    assert w.watch("demo") == EXIT_OK
+    assert "Paused" not in out.getvalue()
+    assert "session demo: active run demo-t2" in out.getvalue()
+
+
+def test_a_consumed_continue_with_nothing_queued_ends_the_watch() -> None:
+    kube = FakeKube()
+    kube.put("agentsessions", session())
+    kube.put("agentinputs", an_input("demo-continue-c", kind="Continue", phase="Consumed"))
+    w, out = watcher(kube, timeout=5)
+    assert w.watch("demo") == EXIT_OK
+    assert "session demo is Idle: nothing is running or queued" in out.getvalue()

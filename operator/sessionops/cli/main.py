@@ -49,8 +49,9 @@ PROG = "kubectl sessionops"
 
 
 def _out() -> Console:
-    # markup=False: resource text (messages, reasons) is printed as is, never as rich markup.
-    return Console(highlight=False, markup=False)
+    # markup=False: resource text (messages, reasons) is printed as is, never as rich markup;
+    # soft_wrap: long lines (results, failure reasons) are not cut into the console's width.
+    return Console(highlight=False, markup=False, soft_wrap=True)
 
 
 def _err() -> Console:

@@ -217,20 +217,21 @@ class Watcher:
                 self.out.print(f"session {name}: active run {status['activeRun']}")
                 return self._follow_run(status["activeRun"], set())
             inputs = self.kube.list(INPUTS, name)
-            for inp in inputs:
+            messages = [i for i in inputs if ((i.get("spec") or {}).get("kind") or "Message") == "Message"]
+            for inp in messages:
                 run = (inp.get("status") or {}).get("run")
                 if inp["metadata"]["name"] in seen and run:
                     self.out.print(f"session {name}: {inp['metadata']['name']} became run {run}")
                     return self._follow_run(run, set())
-            pending = [i for i in inputs if render.is_pending(i)]
+            pending = [i for i in messages if render.is_pending(i)]
             queue = status.get("queue") or {}
-            resuming = any((i.get("spec") or {}).get("kind") == "Continue" for i in pending)
+            resuming = any((i.get("spec") or {}).get("kind") == "Continue" and render.is_pending(i) for i in inputs)
             if queue.get("paused") and not resuming:
                 self.out.print(Text(f"session {name} is Paused ({len(pending)} queued): "
                                     f"{queue.get('pausedReason') or 'the queue is paused'}", style="yellow"))
                 self.out.print(Text(f"resume it: {render.PLUGIN} continue {name}{self.ns}", style="dim"))
                 return EXIT_OK
-            if not pending and not seen:
+            if not pending and not resuming:
                 self.out.print(f"session {name} is {status.get('phase') or 'Idle'}: nothing is running or queued")
                 runs = sorted(self.kube.list(RUNS, name), key=render.sequence_of)
                 if runs:

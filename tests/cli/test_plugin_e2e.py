@@ -194,6 +194,7 @@ async def test_cancel_pauses_the_queue_and_continue_resumes_it(stack: Stack, nam
 async def test_the_plugin_as_processes(stack: Stack, name: str) -> None:
     """The console script, ``python -m sessionops.cli`` and kubectl's plugin discovery."""
     await session(stack, name, "replay/hello")
+    await session_phase(stack, name, "Idle")
     conn = ["--kubeconfig", str(stack.kubeconfig), "-n", stack.namespace]
     bin_dir = Path(sys.executable).parent
     env = {"PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}", "COLUMNS": "200"}

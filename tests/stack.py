@@ -110,6 +110,7 @@ class Stack:
     metrics_port: int
     operator: asyncio.subprocess.Process | None = None
     operator_env: dict[str, str] = dataclasses.field(default_factory=dict)
+    pod_runner: Any = None
 
     async def kubectl(self, *args: str, input: str | None = None, check: bool = True) -> Completed:
         """The real kubectl; in the stack's namespace unless the arguments name one."""
@@ -246,6 +247,7 @@ async def running_stack(root: Path, *, namespace: str = "team-a", operator: bool
                 runner = PodRunner(stack.kubeconfig, root / "workdirs", log_dir=root / "pods")
                 # Its watches are blocking clients: never block the loop the test cluster serves from.
                 await asyncio.to_thread(runner.start)
+                stack.pod_runner = runner
             try:
                 if operator:
                     await stack.start_operator()

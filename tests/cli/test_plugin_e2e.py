@@ -54,6 +54,19 @@ async def test_approval_conversation(stack: Stack, name: str) -> None:
     res = await plugin(stack, "send", name, "Write hello.sh and run it.", "--key", "first")
     assert res.exit_code == 0, res.output
     assert f"sent input {name}-first to session {name} (sequence 1, phase Pending, FollowUp)" in res.stdout
+    # The key makes a retry safe: the same request is recognized, a different one is refused.
+    again = await plugin(stack, "send", name, "Write hello.sh and run it.", "--key", "first")
+    assert again.exit_code == 0, again.output
+    assert lines(again.stdout)[0].startswith(f"already received: input {name}-first (sequence 1, phase ")
+    changed = await plugin(stack, "send", name, "Write hello.sh, please.", "--key", "first", "--steer")
+    assert changed.exit_code == 2
+    assert lines(changed.stderr) == [
+        f'error: key "first" already used by input {name}-first for a different request (nothing was sent): '
+        "spec.delivery; spec.messages[0].content",
+        '  spec.delivery: this request "Steer", original "FollowUp"',
+        '  spec.messages[0].content: this request "Write hello.sh, please.", original "Write hello.sh and run it."']
+    listed = await stack.kubectl("get", "ainput", "-l", f"sessionops.dev/session={name}", "-o", "name")
+    assert listed.stdout.split() == [f"agentinput.sessionops.dev/{name}-first"]
 
     res = await plugin(stack, "watch", name, "--timeout", RUN_TIMEOUT, "--interval", "0.2")
     assert res.exit_code == 0, res.output
@@ -97,24 +110,6 @@ async def test_approval_conversation(stack: Stack, name: str) -> None:
     res = await plugin(stack, "status", name)
     assert any(line.startswith(f"│ {run}") and "Succeeded" in line and "Wrote hello.sh and ran it." in line
                for line in lines(res.stdout)), res.stdout
-
-
-async def test_an_idempotency_key_sends_once(stack: Stack, name: str) -> None:
-    await session(stack, name, "replay/hello")
-    first = await plugin(stack, "send", name, "hello", "--key", "k")
-    assert first.exit_code == 0, first.output
-    again = await plugin(stack, "send", name, "hello", "--key", "k")
-    assert again.exit_code == 0, again.output
-    assert lines(again.stdout)[0].startswith(f"already received: input {name}-k (sequence 1, phase ")
-    changed = await plugin(stack, "send", name, "hello, again", "--key", "k", "--steer")
-    assert changed.exit_code == 2
-    assert lines(changed.stderr) == [
-        f'error: key "k" already used by input {name}-k for a different request (nothing was sent): '
-        "spec.delivery; spec.messages[0].content",
-        '  spec.delivery: this request "Steer", original "FollowUp"',
-        '  spec.messages[0].content: this request "hello, again", original "hello"']
-    listed = await stack.kubectl("get", "ainput", "-l", f"sessionops.dev/session={name}", "-o", "name")
-    assert listed.stdout.split() == [f"agentinput.sessionops.dev/{name}-k"]
 
 
 async def test_questions_are_answered_in_order(stack: Stack, name: str) -> None:
@@ -205,7 +200,8 @@ async def test_the_plugin_as_processes(stack: Stack, name: str) -> None:
     assert res.returncode == 3
     assert res.stderr.strip() == f'error: AgentSession "no-such-session" not found in namespace {stack.namespace}'
     # kubectl finds kubectl-sessionops on PATH (flags must follow the plugin name).
-    res = await run_cli(TOOLS / "kubectl", "sessionops", "send", name, "hi", "--key", "p1", *conn, check=False,
+    res = await run_cli(TOOLS / "kubectl", "sessionops", "continue", name, "--key", "p1", *conn, check=False,
                         env=env)
-    assert res.returncode == 0, res
-    assert f"sent input {name}-p1 to session {name}" in res.stdout
+    assert res.returncode == 2, res
+    assert res.stderr.strip() == ("error: conflict: spec.kind: Continue is accepted only while the session's "
+                                  "queue is paused")

@@ -149,7 +149,7 @@ def test_a_run_that_ended_between_two_polls_is_still_found() -> None:
     calls = {"n": 0}
 
     def list_then_consume(plural: str, session_name: str | None = None) -> list[dict[str, Any]]:
-        calls["n"] += 1
+        calls["n"] += plural == "agentinputs"
         if plural == "agentinputs" and calls["n"] > 1:
             kube.objects[("agentinputs", "demo-k1")] = an_input("demo-k1", phase="Consumed", run_name="demo-t1")
         return real_list(plural, session_name)
@@ -220,6 +220,18 @@ def test_a_session_resuming_from_a_continue_is_followed_to_its_next_run() -> Non
     w, out = watcher(kube)
     assert w.watch("demo") == EXIT_OK
     assert "Paused" not in out.getvalue()
+    assert "session demo: active run demo-t2" in out.getvalue()
+
+
+def test_a_run_the_session_status_does_not_show_yet_is_followed() -> None:
+    kube = FakeKube()
+    kube.put("agentsessions", session())  # no activeRun yet
+    kube.put("agentruns", run("demo-t1", phase="Succeeded", result=DONE))
+    kube.put("agentruns", run("demo-t2", phase="Pending", seq=2))
+    kube.script("agentruns", "demo-t2", [run("demo-t2", phase="Running", seq=2),
+                                         run("demo-t2", phase="Succeeded", seq=2, result=DONE)])
+    w, out = watcher(kube)
+    assert w.watch("demo") == EXIT_OK
     assert "session demo: active run demo-t2" in out.getvalue()
 
 

@@ -127,3 +127,21 @@ def test_status_projects_only_public_fields() -> None:
 def test_decide_is_stable_when_replayed() -> None:
     objects = (session(), [inp("a", 1), inp("b", 2, delivery="Steer")], [])
     assert decide(*objects) == decide(*objects)
+
+
+def test_a_continue_that_unpaused_the_queue_does_not_excuse_the_turn_it_let_run() -> None:
+    # t2 failed; message c (seq 3) and Continue k (seq 4) arrive; t3 is claimed after k and fails too.
+    t3 = run("s1-t3", 3, "Failed", ["c"])
+    t3["metadata"]["labels"]["sessionops.dev/claimed-at"] = "4"
+    runs = [run("s1-t2", 2, "Failed", ["b"]), t3]
+    inputs = [inp("k", 4, kind="Continue", phase="Consumed"), inp("c", 3, phase="Consumed", run="s1-t3"),
+              inp("d", 5)]
+    plan = decide(session(), inputs, runs)
+    assert plan.status["queue"]["paused"] and plan.create_run is None
+    plan = decide(session(), [*inputs, inp("k2", 6, kind="Continue")], runs)
+    assert plan.create_run.inputs == ["d"]
+
+
+def test_a_new_run_records_the_last_sequence_seen_when_claimed() -> None:
+    plan = decide(session(), [inp("a", 1), inp("b", 7)], [])
+    assert plan.create_run.claimed_at == 7

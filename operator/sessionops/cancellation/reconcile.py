@@ -9,7 +9,7 @@ import datetime
 import logging
 from typing import Any
 
-from sessionops import checkpoints
+from sessionops import checkpoints, metrics
 from sessionops.api.snapshot import ContextSnapshot
 from sessionops.cancellation import flow
 from sessionops.cancellation.checkpoint_graph import checkpoint_graph
@@ -81,10 +81,14 @@ async def _reconcile(kube: Kube, dsn: str, namespace: str, name: str,
             report = await asyncio.to_thread(clean_thread, dsn, run["spec"]["contextSnapshot"], thread_id)
         except Exception as e:  # any failure: say which step, stay Cancelling, the timer retries
             step = e.step if isinstance(e, CleanupError) else "Connect"
+            metrics.CANCELLATION_STEP_FAILURES.labels(step=step).inc()
             await kube.patch_status("agentruns", namespace, name,
                                     {"status": flow.failed_step(step, str(e), now=now)})
             raise
         # Verified clean: every step is done, whether this call or an earlier one committed it.
         done = [s for s in STEPS if s in done or s in report.committed or s in report.skipped]
     await kube.patch_status("agentruns", namespace, name, {"status": flow.completed(run, done, now=now)})
+    requested = _parse_time(((run.get("status") or {}).get("cancellation") or {}).get("requestedAt"))
+    if requested is not None:
+        metrics.CANCELLATION_DURATION.observe(max(0.0, (now - requested).total_seconds()))
     return plan

@@ -10,7 +10,8 @@ waits), prints what changed (phases, segments, steered inputs, cleanup steps) an
 
 A waitpoint that a Resume input already answers (the input exists and is not rejected) does
 not stop the watch: the run is about to continue. A session is followed through its active
-run; without one, through the run its queued inputs become; a paused queue with nothing
+run (from its status, or a run of it that has not ended: the session's status lags a
+moment behind its runs); without one, through the run its queued inputs become; a paused queue with nothing
 that resumes it ends the watch (exit 0, with the hint).
 """
 
@@ -213,9 +214,14 @@ class Watcher:
         while True:
             session = self.kube.get(SESSIONS, name)
             status = session.get("status") or {}
-            if status.get("activeRun"):
-                self.out.print(f"session {name}: active run {status['activeRun']}")
-                return self._follow_run(status["activeRun"], set())
+            active = status.get("activeRun")
+            runs = sorted(self.kube.list(RUNS, name), key=render.sequence_of) if not active else []
+            if not active:  # the session's status follows its runs a moment later: ask the runs too
+                active = next((r["metadata"]["name"] for r in reversed(runs)
+                               if (r.get("status") or {}).get("phase") not in render.TERMINAL), None)
+            if active:
+                self.out.print(f"session {name}: active run {active}")
+                return self._follow_run(active, set())
             inputs = self.kube.list(INPUTS, name)
             messages = [i for i in inputs if ((i.get("spec") or {}).get("kind") or "Message") == "Message"]
             for inp in messages:
@@ -233,7 +239,6 @@ class Watcher:
                 return EXIT_OK
             if not pending and not resuming:
                 self.out.print(f"session {name} is {status.get('phase') or 'Idle'}: nothing is running or queued")
-                runs = sorted(self.kube.list(RUNS, name), key=render.sequence_of)
                 if runs:
                     last = runs[-1]
                     self.out.print(f"last run {last['metadata']['name']} "

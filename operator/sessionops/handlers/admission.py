@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
+import time
+from collections.abc import Callable
 from typing import Any
 
 import kopf
 
-from sessionops import GROUP, VERSION
+from sessionops import GROUP, VERSION, metrics
 from sessionops.admission import agents, inputs, receipt, sessions
 from sessionops.admission.errors import Rejection, parse
 from sessionops.api.input import AgentInputSpec, SubmittedBy
@@ -24,6 +28,26 @@ def _deny(rejection: Rejection) -> kopf.AdmissionError:
     return kopf.AdmissionError(str(rejection), code=rejection.code)
 
 
+def measured(kind: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Count each admission by outcome and time it (sessionops_admissions_total, _webhook_latency)."""
+    is_async = inspect.iscoroutinefunction(fn)
+
+    @functools.wraps(fn)
+    async def wrapper(*args: Any, operation: str = "", **kwargs: Any) -> Any:
+        started = time.perf_counter()
+        outcome = "allowed"
+        try:
+            result = fn(*args, operation=operation, **kwargs)
+            return await result if is_async else result
+        except kopf.AdmissionError as e:
+            outcome = f"denied_{e.code}"
+            raise
+        finally:
+            metrics.ADMISSIONS.labels(kind=kind, operation=operation, outcome=outcome).inc()
+            metrics.WEBHOOK_LATENCY.labels(kind=kind).observe(time.perf_counter() - started)
+    return wrapper
+
+
 def _submitted_by(userinfo: dict[str, Any]) -> dict[str, Any]:
     return SubmittedBy(username=userinfo.get("username", ""), uid=userinfo.get("uid") or None,
                        groups=list(userinfo.get("groups") or []),
@@ -31,6 +55,7 @@ def _submitted_by(userinfo: dict[str, Any]) -> dict[str, Any]:
 
 
 @kopf.on.mutate(GROUP, VERSION, "agentsessions", id=MUTATE, operations=["CREATE", "UPDATE"])
+@functools.partial(measured, "AgentSession")
 async def mutate_session(body: kopf.Body, old: Any, operation: str, patch: kopf.Patch, memo: Any,
                          warnings: list[str], **_: Any) -> None:
     rt: Runtime = memo.runtime
@@ -56,6 +81,7 @@ async def mutate_session(body: kopf.Body, old: Any, operation: str, patch: kopf.
 
 
 @kopf.on.mutate(GROUP, VERSION, "agentinputs", id=MUTATE, operations=["CREATE", "UPDATE"])
+@functools.partial(measured, "AgentInput")
 async def mutate_input(body: kopf.Body, old: Any, operation: str, patch: kopf.Patch, memo: Any,
                        userinfo: dict[str, Any], dryrun: bool, warnings: list[str], **_: Any) -> None:
     rt: Runtime = memo.runtime

@@ -7,13 +7,15 @@ from typing import Any
 
 import kopf
 
-from sessionops import GROUP, VERSION, checkpoints
+from sessionops import GROUP, VERSION, checkpoints, phases
 from sessionops.runtime import Runtime
 from sessionops.scheduling.reconcile import reconcile_session
 
 
 @kopf.on.event(GROUP, VERSION, "agentsessions")
-async def session_changed(name: str, namespace: str, type: str | None, memo: Any, **_: Any) -> None:
+async def session_changed(body: kopf.Body, name: str, namespace: str, type: str | None, memo: Any,
+                          **_: Any) -> None:
+    await phases.observe(memo.runtime.kube, dict(body), deleted=type == "DELETED")
     if type != "DELETED":
         await reconcile_session(memo.runtime.kube, namespace, name)
 
@@ -26,7 +28,9 @@ async def input_changed(spec: kopf.Spec, namespace: str, memo: Any, **_: Any) ->
 
 
 @kopf.on.event(GROUP, VERSION, "agentruns")
-async def run_changed(spec: kopf.Spec, namespace: str, memo: Any, **_: Any) -> None:
+async def run_changed(body: kopf.Body, spec: kopf.Spec, namespace: str, type: str | None, memo: Any,
+                      **_: Any) -> None:
+    await phases.observe(memo.runtime.kube, dict(body), deleted=type == "DELETED")
     session = (spec.get("sessionRef") or {}).get("name")
     if session:
         await reconcile_session(memo.runtime.kube, namespace, session)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 SESSION_LABEL = "sessionops.dev/session"
 SEQUENCE_LABEL = "sessionops.dev/sequence"
+CLAIMED_AT_LABEL = "sessionops.dev/claimed-at"  # the last receipt sequence seen when the run was claimed
 RUN_LABEL = "sessionops.dev/run"
 INPUT_FINALIZER = "sessionops.dev/input"
 

@@ -12,7 +12,7 @@ from typing import Any
 from sessionops.api.input import Delivery, InputKind, InputPhase
 from sessionops.api.run import TERMINAL_PHASES, RunPhase
 from sessionops.api.session import SessionPhase
-from sessionops.scheduling.names import INPUT_FINALIZER, SEQUENCE_LABEL, run_name
+from sessionops.scheduling.names import CLAIMED_AT_LABEL, INPUT_FINALIZER, SEQUENCE_LABEL, run_name
 
 
 @dataclasses.dataclass(frozen=True)
@@ -21,6 +21,7 @@ class NewRun:
     head_sequence: int
     inputs: list[str]
     snapshot: dict[str, Any]
+    claimed_at: int = 0
 
 
 @dataclasses.dataclass
@@ -55,6 +56,14 @@ def run_sequence(run: dict[str, Any]) -> int:
     return int((run.get("metadata", {}).get("labels") or {}).get(SEQUENCE_LABEL) or 0)
 
 
+def claimed_at(run: dict[str, Any]) -> int:
+    """The last receipt sequence that existed when the run was claimed: only a Continue
+    received after that can answer the run's failure (an earlier one unpaused the queue
+    that then claimed this very run)."""
+    labels = run.get("metadata", {}).get("labels") or {}
+    return int(labels.get(CLAIMED_AT_LABEL) or labels.get(SEQUENCE_LABEL) or 0)
+
+
 def is_pending(inp: dict[str, Any]) -> bool:
     return _phase(inp, InputPhase.PENDING.value) == InputPhase.PENDING.value and not _deleting(inp)
 
@@ -74,7 +83,7 @@ def pause_reason(runs: list[dict[str, Any]], inputs: list[dict[str, Any]]) -> st
         return None
     last = finished[-1]
     continues = [i for i in inputs if _spec(i).get("kind") == InputKind.CONTINUE.value
-                 and _seq(i) > run_sequence(last) and not _deleting(i)]
+                 and _seq(i) > claimed_at(last) and not _deleting(i)]
     if continues:
         return None
     verb = "was cancelled" if _phase(last) == RunPhase.CANCELLED.value else "failed"
@@ -125,7 +134,8 @@ def decide(session: dict[str, Any], inputs: list[dict[str, Any]], runs: list[dic
                 plan.consume.setdefault(input_name, new_name)
         else:
             plan.create_run = NewRun(new_name, _seq(head), [_name(i) for i in batch],
-                                     _spec(head).get("contextSnapshot") or {})
+                                     _spec(head).get("contextSnapshot") or {},
+                                     claimed_at=max(_seq(i) for i in inputs))
             for inp in batch:
                 plan.consume[_name(inp)] = new_name
     plan.status = project_status(session, active, plan, reason, pending)

@@ -6,16 +6,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
 import logging
 from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from sessionops import API_VERSION
+from sessionops import API_VERSION, metrics
 from sessionops.kube import Conflict, Kube
 from sessionops.locks import coalesced
 from sessionops.scheduling import queue
-from sessionops.scheduling.names import INPUT_FINALIZER, SEQUENCE_LABEL, SESSION_LABEL
+from sessionops.scheduling.names import CLAIMED_AT_LABEL, INPUT_FINALIZER, SEQUENCE_LABEL, SESSION_LABEL
 
 logger = logging.getLogger(__name__)
 
@@ -30,7 +31,8 @@ def run_body(session: dict[str, Any], new: queue.NewRun) -> dict[str, Any]:
     return {
         "apiVersion": API_VERSION, "kind": "AgentRun",
         "metadata": {"name": new.name, "namespace": session["metadata"]["namespace"],
-                     "labels": {SESSION_LABEL: session["metadata"]["name"], SEQUENCE_LABEL: str(new.head_sequence)},
+                     "labels": {SESSION_LABEL: session["metadata"]["name"], SEQUENCE_LABEL: str(new.head_sequence),
+                                CLAIMED_AT_LABEL: str(new.claimed_at)},
                      "ownerReferences": [owner_reference(session)]},
         "spec": {"sessionRef": {"name": session["metadata"]["name"]}, "inputs": new.inputs,
                  "contextSnapshot": new.snapshot, "cancel": False},
@@ -59,7 +61,13 @@ async def _reconcile(kube: Kube, namespace: str, name: str) -> queue.Plan | None
 
 async def apply(kube: Kube, session: dict[str, Any], inputs: list[dict[str, Any]], plan: queue.Plan) -> None:
     namespace = session["metadata"]["namespace"]
+    metrics.QUEUE_DEPTH.labels(namespace=namespace, session=session["metadata"]["name"]).set(
+        plan.status["queue"]["pending"])
     if plan.create_run is not None:
+        head = next((i for i in inputs if i["metadata"]["name"] == plan.create_run.inputs[0]), None)
+        if head is not None and head["metadata"].get("creationTimestamp"):
+            received = datetime.datetime.fromisoformat(head["metadata"]["creationTimestamp"].replace("Z", "+00:00"))
+            metrics.DISPATCH_LATENCY.observe(max(0.0, (datetime.datetime.now(datetime.UTC) - received).total_seconds()))
         # AlreadyExists: an earlier pass created it; the deterministic name makes this a no-op.
         with contextlib.suppress(Conflict):
             await kube.create("agentruns", namespace, run_body(session, plan.create_run))

@@ -60,9 +60,13 @@ def agent_check(agent: str) -> Check:
     return Check("get", "agents", agent)
 
 
+def mcp_server_check(server: str) -> Check:
+    return Check("use", "mcpservers", server)
+
+
 def tool_check(tool: str) -> Check:
     if MCP_SEPARATOR in tool:
-        return Check("use", "mcpservers", tool.split(MCP_SEPARATOR, 1)[0])
+        return mcp_server_check(tool.split(MCP_SEPARATOR, 1)[0])
     return Check("use", "tools", tool)
 
 

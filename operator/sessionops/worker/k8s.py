@@ -8,6 +8,7 @@ controller owns a run from the moment ``spec.cancel`` is set.
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 from collections.abc import Callable
@@ -162,6 +163,13 @@ class WorkerKube:
             data = cm.get("data") or {}
             skills[cm["metadata"]["name"]] = "\n\n".join(data[k] for k in sorted(data))
         return skills
+
+    def secret_data(self, namespace: str, name: str) -> dict[str, str] | None:
+        """A Secret's decoded data (UTF-8); None when it does not exist. Never log the values."""
+        secret = self.read(f"/api/v1/namespaces/{namespace}/secrets/{name}")
+        if secret is None:
+            return None
+        return {k: base64.b64decode(v).decode("utf-8") for k, v in (secret.get("data") or {}).items()}
 
     # Authorization.
     def access_review(self, spec: dict[str, Any]) -> tuple[bool, str]:

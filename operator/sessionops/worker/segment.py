@@ -51,6 +51,7 @@ from sessionops.worker.access import Access, agent_check, subjects_of
 from sessionops.worker.env import EnvError, WorkerEnv
 from sessionops.worker.k8s import WorkerKube, writable
 from sessionops.worker.lease import LeaseLost, LeaseUnavailable, SessionLease, worker_identity
+from sessionops.worker.mcp import McpTools, server_connections
 from sessionops.worker.model import ModelUnavailable, chat_model
 from sessionops.worker.outcome import Verdict
 from sessionops.worker.steers import SteerDelivery
@@ -143,10 +144,14 @@ class Segment:
                                  run["spec"]["inputs"])
         steering = SteeringMiddleware(fetch_steers=delivery.fetch, on_delivered=delivery.confirm)
         thread_id = session["metadata"]["uid"]
-        with checkpoints.connect(env.database_url) as conn:
+        # The MCP loop thread lives as long as the graph may call MCP tools: the whole segment.
+        with McpTools() as mcp, checkpoints.connect(env.database_url) as conn:
+            mcp_tools = mcp.load(server_connections(snapshot.mcp_servers, access=access, kube=self.kube,
+                                                    namespace=env.namespace))
             saver = PostgresSaver(conn)
             graph = build_agent(snapshot, model=model, workdir=Path(env.workdir), checkpointer=saver,
-                                skills=skills, steering=steering, tool_filter=access.tool_filter)
+                                skills=skills, extra_tools=mcp_tools, steering=steering,
+                                tool_filter=access.tool_filter)
             config = thread.run_config(thread_id, env.run, env.segment_name, snapshot.max_execution_steps)
             verdict = self._execute(graph, saver, config, thread_id, inputs, resume, snapshot)
             if verdict is None:
@@ -273,7 +278,7 @@ def _exit(code: int) -> NoReturn:
 def main() -> NoReturn:
     logging.basicConfig(level=os.environ.get("SESSIONOPS_LOG_LEVEL", "INFO"), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    for noisy in ("httpx", "httpx2", "openai", "urllib3", "kubernetes"):
+    for noisy in ("httpx", "httpx2", "openai", "urllib3", "kubernetes", "mcp"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     try:
         env = WorkerEnv.from_environ()

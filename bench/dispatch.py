@@ -1,0 +1,93 @@
+"""Input created -> Job created latency with N active sessions, and API writes per accepted
+follow-up on the happy path (counting kopf's own bookkeeping writes).
+
+    python bench/dispatch.py [--sessions 100]
+
+Prints JSON. Runs the local stack without the pod runner, so every run stays Pending and
+each session keeps one active turn. Targets (issue): p99 <= 300 ms with 100 active
+sessions; <= 8 API writes per accepted follow-up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import aiohttp
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.e2e import manifests as m  # noqa: E402
+from tests.stack import running_stack  # noqa: E402
+
+API = "/apis/sessionops.dev/v1alpha1/namespaces/team-a"
+WRITES = {"POST", "PUT", "PATCH", "DELETE"}
+
+
+def pct(values: list[float], q: float) -> float:
+    values = sorted(values)
+    return round(values[min(len(values) - 1, int(q * len(values)))] * 1000, 1)
+
+
+async def main(sessions: int) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        async with running_stack(Path(tmp), pod_runner=False) as (stack, cluster), aiohttp.ClientSession() as http:
+            await stack.apply(m.agent("bench"))
+            for i in range(sessions):
+                async with http.post(cluster.api_url + API + "/agentsessions", json=m.session(f"s{i}", "bench")) as r:
+                    assert r.status == 201, await r.text()
+            await asyncio.sleep(2)  # let the operator settle the new sessions' status
+            jobs_seen: dict[str, float] = {}
+
+            async def watch_jobs() -> None:
+                url = cluster.api_url + "/apis/batch/v1/namespaces/team-a/jobs?watch=true"
+                async with http.get(url, timeout=aiohttp.ClientTimeout(total=None)) as r:
+                    async for line in r.content:
+                        event = json.loads(line)
+                        if event.get("type") == "ADDED":
+                            jobs_seen.setdefault(event["object"]["metadata"]["name"], time.perf_counter())
+
+            watcher = asyncio.create_task(watch_jobs())
+            await asyncio.sleep(0.5)
+            start_requests = len(cluster._requests)
+            sent: dict[str, float] = {}
+
+            async def send(i: int) -> None:
+                sent[f"s{i}-t1-1"] = time.perf_counter()
+                async with http.post(cluster.api_url + API + "/agentinputs",
+                                     json=m.message(f"s{i}-1", f"s{i}", "go", delivery="FollowUp")) as r:
+                    assert r.status == 201, await r.text()
+
+            for i in range(sessions):  # one follow-up per session, spread over ~2 s
+                asyncio.create_task(send(i))
+                await asyncio.sleep(2 / sessions)
+            deadline = time.monotonic() + 120
+            while len([j for j in sent if j in jobs_seen]) < sessions and time.monotonic() < deadline:
+                await asyncio.sleep(0.1)
+            await asyncio.sleep(3)  # trailing status writes of the happy path
+            watcher.cancel()
+            latencies = [jobs_seen[j] - t for j, t in sent.items() if j in jobs_seen]
+            writes = collections.Counter()
+            for req in cluster._requests[start_requests:]:
+                if req.method in WRITES and req.resource is not None:
+                    writes[f"{req.method} {req.resource.plural}{'/' + req.subresource if req.subresource else ''}"] += 1
+            total_writes = sum(writes.values())
+            return {
+                "benchmark": "dispatch", "active_sessions": sessions, "jobs_created": len(latencies),
+                "input_to_job_p50_ms": pct(latencies, 0.5), "input_to_job_p99_ms": pct(latencies, 0.99),
+                "api_writes_per_follow_up": round(total_writes / sessions, 2),
+                "writes_by_kind_per_follow_up": {k: round(v / sessions, 2) for k, v in sorted(writes.items())},
+                "targets": {"input_to_job_p99_ms": 300, "api_writes_per_follow_up": 8},
+            }
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sessions", type=int, default=100)
+    print(json.dumps(asyncio.run(main(parser.parse_args().sessions)), indent=2))

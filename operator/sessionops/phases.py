@@ -1,0 +1,35 @@
+"""Phase changes become Events and metrics. The tracker remembers the last phase seen per
+object in this process; a phase first seen after a restart is recorded, not announced
+(an Event per object per restart would be noise)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sessionops import metrics
+from sessionops.kube import Kube
+
+_seen: dict[tuple[str, str, str], str | None] = {}
+
+
+async def observe(kube: Kube, obj: dict[str, Any], *, deleted: bool = False) -> bool:
+    """Post an Event and count a transition when ``obj``'s phase changed. Safe to repeat:
+    the same phase seen twice is not a change."""
+    meta = obj.get("metadata", {})
+    key = (obj.get("kind", ""), meta.get("namespace", ""), meta.get("name", ""))
+    if deleted:
+        _seen.pop(key, None)
+        return False
+    phase = (obj.get("status") or {}).get("phase")
+    known = key in _seen
+    previous = _seen.get(key)
+    _seen[key] = phase
+    if phase is None or phase == previous or (not known and meta.get("generation", 1) > 1):
+        return False
+    metrics.PHASE_TRANSITIONS.labels(kind=key[0], phase=phase).inc()
+    message = f"{key[0]} is {phase}" + (f" (was {previous})" if previous else "")
+    reason = (obj.get("status") or {}).get("conditions", [{}])[-1].get("reason") if phase == "Failed" else None
+    if reason:
+        message += f": {reason}"
+    await kube.post_event(obj, type_="Warning" if phase == "Failed" else "Normal", reason=phase, message=message)
+    return True

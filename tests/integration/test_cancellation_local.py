@@ -1,0 +1,93 @@
+"""Cancellation in every phase through the whole stack, including an operator restart."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+
+from tests.e2e import manifests as m
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+def phase(*phases: str):
+    return lambda obj: (obj.get("status") or {}).get("phase") in phases
+
+
+async def cancel(stack, run: str) -> None:
+    await stack.kubectl("patch", "arun", run, "--type=merge", "-p", '{"spec":{"cancel":true}}')
+
+
+async def test_cancel_a_pending_run_whose_job_never_started(local: tuple) -> None:
+    stack, cluster = local
+    runner = stack.pod_runner
+    name = f"p{uuid.uuid4().hex[:6]}"
+    # The runner's methods use blocking clients: never call them on the loop that serves the cluster.
+    await asyncio.to_thread(runner.hold, f"{name}-t1")
+    try:
+        await stack.apply(m.agent(name))
+        await stack.apply(m.session(name, name, model="replay/hello"))
+        await stack.apply(m.message(f"{name}-1", name, delivery="FollowUp"))
+        await stack.wait_for("arun", f"{name}-t1", lambda r: (r.get("status") or {}).get("segments"))
+        await cancel(stack, f"{name}-t1")
+        run = await stack.wait_for("arun", f"{name}-t1", phase("Cancelled"), timeout=60)
+    finally:
+        await asyncio.to_thread(runner.unhold, f"{name}-t1")
+    assert run["status"]["segments"][-1]["outcome"] == "Cancelled"
+    assert (await stack.kubectl("get", "job", f"{name}-t1-1", check=False)).returncode != 0  # deleted
+    await stack.wait_for("asess", name, phase("Paused"))
+
+
+async def test_cancel_a_running_turn_stops_its_job_before_cleaning(local: tuple) -> None:
+    stack, _ = local
+    name = f"r{uuid.uuid4().hex[:6]}"
+    await stack.apply(m.agent(name))
+    await stack.apply(m.session(name, name, model="replay/slow"))
+    await stack.apply(m.message(f"{name}-1", name, delivery="FollowUp"))
+    await stack.wait_for("arun", f"{name}-t1", phase("Running"), timeout=60)
+    await cancel(stack, f"{name}-t1")
+    run = await stack.wait_for("arun", f"{name}-t1", phase("Cancelled"), timeout=60)
+    assert run["status"]["segments"][-1]["outcome"] == "Cancelled"
+    execution = (await asyncio.to_thread(stack.pod_runner.executions_of, f"{name}-t1-1"))[-1]
+    assert execution.finished is not None  # the worker was stopped before Cancelled was written
+    lease = await stack.get("lease", f"sessionops-{name}")
+    assert not lease["spec"].get("holderIdentity")
+
+
+async def test_an_operator_killed_mid_cancellation_finishes_it_after_restart(local: tuple) -> None:
+    stack, _ = local
+    name = f"o{uuid.uuid4().hex[:6]}"
+    await stack.apply(m.agent(name))
+    await stack.apply(m.session(name, name, model="replay/parallel-approval"))
+    await stack.apply(m.message(f"{name}-1", name, delivery="FollowUp"))
+    await stack.wait_for("arun", f"{name}-t1", phase("Waiting"), timeout=90)
+    # The request needs the webhook (failurePolicy: Fail), so it goes in while the operator runs;
+    # the operator is then killed at whatever point of the flow it has reached.
+    await cancel(stack, f"{name}-t1")
+    await stack.stop_operator(kill=True)
+    await stack.start_operator()
+    run = await stack.wait_for("arun", f"{name}-t1", phase("Cancelled"), timeout=60)
+    assert run["status"]["cancellation"]["completedSteps"] == ["MergeCompletedTasks", "AddCancellationResults",
+                                                               "ClearTasks"]
+
+
+async def test_phase_changes_are_events_and_metrics(local: tuple) -> None:
+    import aiohttp
+
+    stack, _ = local
+    name = f"e{uuid.uuid4().hex[:6]}"
+    await stack.apply(m.agent(name))
+    await stack.apply(m.session(name, name, model="replay/hello"))
+    await stack.apply(m.message(f"{name}-1", name, delivery="FollowUp"))
+    await stack.wait_for("arun", f"{name}-t1", phase("Succeeded"), timeout=90)
+    await asyncio.sleep(1)
+    events = await stack.kubectl("get", "events", "--field-selector", f"involvedObject.name={name}-t1",
+                                 "-o", "jsonpath={.items[*].reason}")
+    assert "Succeeded" in events.stdout.split()
+    async with aiohttp.ClientSession() as http, http.get(f"http://127.0.0.1:{stack.metrics_port}/metrics") as r:
+        text = await r.text()
+    assert 'sessionops_admissions_total{kind="AgentInput",operation="CREATE",outcome="allowed"}' in text
+    assert 'sessionops_phase_transitions_total{kind="AgentRun",phase="Succeeded"}' in text
+    assert "sessionops_dispatch_latency_seconds_count" in text

@@ -220,7 +220,7 @@ async def install(stack: Stack, scenarios: list[str], namespaces: list[str]) -> 
         "SESSIONOPS_NAMESPACE": OPERATOR_NS, "SESSIONOPS_CONFIGMAP": CONFIGMAP, "SESSIONOPS_CONFIG_POLL": "0.5",
         "SESSIONOPS_WEBHOOK_ADDR": "127.0.0.1", "SESSIONOPS_WEBHOOK_PORT": str(stack.webhook_port),
         "SESSIONOPS_CERT_FILE": str(certs / "tls.crt"), "SESSIONOPS_KEY_FILE": str(certs / "tls.key"),
-        "SESSIONOPS_PEERING": "", "SESSIONOPS_METRICS_PORT": str(stack.metrics_port),
+        "SESSIONOPS_PEERING": "", "SESSIONOPS_METRICS_PORT": str(stack.metrics_port), "SESSIONOPS_SCAN_SECONDS": "1",
     }
 
 

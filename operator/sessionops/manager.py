@@ -14,7 +14,7 @@ from typing import Any
 import kopf
 from kubernetes.client.exceptions import ApiException
 
-from sessionops import checkpoints, metrics
+from sessionops import checkpoints, metrics, scans
 from sessionops.certificates import WebhookServer
 from sessionops.config_watch import ConfigWatcher
 from sessionops.configuration import ConfigStore
@@ -66,15 +66,17 @@ async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     if ours.peering:
         await ensure_peering(memo.runtime.kube, ours.peering)
     memo.config_task = asyncio.create_task(ConfigWatcher(memo.runtime).run(), name="config-watch")
+    memo.scan_task = asyncio.create_task(scans.run_forever(memo.runtime, ours.scan_seconds), name="recovery-scan")
     if ours.metrics_port:
         memo.metrics = await metrics.serve(ours.metrics_port, ready=lambda: memo.runtime.config.loaded)
 
 
 @kopf.on.cleanup()
 async def cleanup(memo: Any, **_: Any) -> None:
-    task = getattr(memo, "config_task", None)
-    if task is not None:
-        task.cancel()
+    for name in ("config_task", "scan_task"):
+        task = getattr(memo, name, None)
+        if task is not None:
+            task.cancel()
     if getattr(memo, "metrics", None) is not None:
         await memo.metrics.cleanup()
     rt: Runtime | None = getattr(memo, "runtime", None)

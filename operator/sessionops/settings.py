@@ -39,6 +39,10 @@ class Settings:
     peering: str | None = "sessionops"
     """kopf peering name (``SESSIONOPS_PEERING``; empty disables): one active reconciler."""
 
+    scan_seconds: float = 5.0
+    """Seconds between recovery scans of unfinished runs (``SESSIONOPS_SCAN_SECONDS``): bounds how
+    late a start timeout or a retried cleanup step is noticed."""
+
     metrics_port: int = 8080
     """Port of /metrics and /healthz (``SESSIONOPS_METRICS_PORT``; 0 disables)."""
 
@@ -61,5 +65,6 @@ class Settings:
             cert_file=opt("SESSIONOPS_CERT_FILE", cls.cert_file),
             key_file=opt("SESSIONOPS_KEY_FILE", cls.key_file),
             peering=opt("SESSIONOPS_PEERING", cls.peering),
+            scan_seconds=float(env.get("SESSIONOPS_SCAN_SECONDS", cls.scan_seconds)),
             metrics_port=int(env.get("SESSIONOPS_METRICS_PORT", cls.metrics_port)),
         )

@@ -39,12 +39,15 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import copy
+import functools
 import inspect
 import json
 import ssl
 import urllib.parse
 import uuid
+from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
@@ -390,7 +393,10 @@ def apply_json_patch(document: Any, operations: list) -> Any:
 # --------------------------------------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=64)
 def _ssl_context(ca_bundle: str | None) -> ssl.SSLContext:
+    # Cached: building a context per call (and a TLS handshake per call, see _session) was a
+    # large share of every admitted request.
     if ca_bundle:
         try:
             pem = base64.b64decode(ca_bundle).decode("ascii")
@@ -706,6 +712,24 @@ async def _invoke(
     return _verify_response(name, request["uid"], body, mutating=mutating)
 
 
+@contextlib.asynccontextmanager
+async def _session(cluster: Any) -> AsyncIterator[aiohttp.ClientSession]:
+    """The cluster's long-lived client (keep-alive, as the API server reuses connections);
+    a throwaway one for duck-typed test clusters that cannot hold it."""
+    session = getattr(cluster, "webhook_http", None)
+    if isinstance(session, aiohttp.ClientSession) and not session.closed:
+        yield session
+        return
+    session = aiohttp.ClientSession()
+    try:
+        cluster.webhook_http = session
+    except AttributeError:
+        async with session:
+            yield session
+        return
+    yield session
+
+
 async def run_admission(
     *,
     cluster: Any,
@@ -776,7 +800,7 @@ async def run_admission(
             user_info=copy.deepcopy(user_info), dry_run=dry_run, options=copy.deepcopy(opts),
         )  # fmt: skip
 
-    async with aiohttp.ClientSession() as session:
+    async with _session(cluster) as session:
         if mutating:
             for hook in hooks:
                 request = make_request(current)

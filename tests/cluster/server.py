@@ -147,6 +147,7 @@ class FaithfulCluster(kmock.KubernetesEmulator):
         self.allocator = builtin.Allocator()
         self.closing = asyncio.Event()
         self.authz_policy: Any = None
+        self.webhook_http: Any = None  # the admission module's keep-alive client
         self.service_endpoints: dict[tuple[Any, ...], tuple[str, int]] = {}
         self.tokens: dict[str, dict[str, Any]] = {}
         self.kubeconfig: Path | None = None
@@ -1187,4 +1188,7 @@ async def running_cluster(*, port: int | None = None, kubeconfig: str | Path | N
             yield cluster
         finally:
             cluster.closing.set()
+            http = getattr(cluster, 'webhook_http', None)
+            if http is not None:
+                await http.close()
             await asyncio.sleep(0)

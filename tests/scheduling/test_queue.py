@@ -145,3 +145,14 @@ def test_a_continue_that_unpaused_the_queue_does_not_excuse_the_turn_it_let_run(
 def test_a_new_run_records_the_last_sequence_seen_when_claimed() -> None:
     plan = decide(session(), [inp("a", 1), inp("b", 7)], [])
     assert plan.create_run.claimed_at == 7
+
+
+def test_a_status_written_once_is_not_written_again() -> None:
+    from sessionops.scheduling.reconcile import _status_changed
+
+    wanted = decide(session(), [], []).status
+    stored = {**wanted, "queue": {"pending": 0, "paused": False}}  # the merge patch dropped the None
+    stored.pop("activeRun")
+    stored.pop("observedGeneration")
+    assert not _status_changed({**stored, "lastSequence": 3}, wanted)
+    assert _status_changed({**stored, "phase": "Running"}, wanted)

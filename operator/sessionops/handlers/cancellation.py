@@ -1,5 +1,5 @@
-"""Cancellation: run events start it; a timer is the recovery scan for Cancelling runs
-(a failed step, a Job still stopping, an operator restart mid-cleanup)."""
+"""Cancellation: run and Job events drive it; ``sessionops.scans`` is the recovery scan for
+Cancelling runs (a failed step, a Job still stopping, an operator restart mid-cleanup)."""
 
 from __future__ import annotations
 
@@ -21,9 +21,3 @@ async def cancel_requested(name: str, namespace: str, type: str | None, memo: An
     rt: Runtime = memo.runtime
     if type != "DELETED":
         await reconcile_cancel(rt.kube, rt.settings.database_url, namespace, name)
-
-
-@kopf.timer(GROUP, VERSION, "agentruns", interval=2, when=_cancelling)
-async def cancel_recovery(name: str, namespace: str, memo: Any, **_: Any) -> None:
-    rt: Runtime = memo.runtime
-    await reconcile_cancel(rt.kube, rt.settings.database_url, namespace, name)

@@ -1,4 +1,4 @@
-"""The run controller: run events, Job events and a timer for start/lease timeouts."""
+"""The run controller: run events and Job events (``sessionops.scans`` handles timeouts)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from typing import Any
 import kopf
 
 from sessionops import GROUP, VERSION
+from sessionops.cancellation.reconcile import reconcile_cancel
 from sessionops.execution.reconcile import reconcile_run
 from sessionops.runtime import Runtime
 from sessionops.scheduling.names import RUN_LABEL
@@ -21,8 +22,13 @@ async def run_event(name: str, namespace: str, type: str | None, memo: Any, **_:
 
 @kopf.on.event("batch", "v1", "jobs", labels={RUN_LABEL: kopf.PRESENT})
 async def job_event(labels: kopf.Labels, namespace: str, memo: Any, **_: Any) -> None:
+    """A Job ending decides a segment; a Job going away lets a cancellation go on."""
     rt: Runtime = memo.runtime
-    await reconcile_run(rt.kube, rt.config.current, namespace, labels[RUN_LABEL])
+    run = await rt.kube.get("agentruns", namespace, labels[RUN_LABEL])
+    if run is not None and (run.get("spec") or {}).get("cancel"):
+        await reconcile_cancel(rt.kube, rt.settings.database_url, namespace, labels[RUN_LABEL])
+    else:
+        await reconcile_run(rt.kube, rt.config.current, namespace, labels[RUN_LABEL])
 
 
 @kopf.on.event(GROUP, VERSION, "agentinputs")
@@ -30,11 +36,3 @@ async def resume_received(spec: kopf.Spec, namespace: str, memo: Any, **_: Any) 
     if spec.get("kind") == "Resume" and spec.get("run"):
         rt: Runtime = memo.runtime
         await reconcile_run(rt.kube, rt.config.current, namespace, spec["run"])
-
-
-@kopf.timer(GROUP, VERSION, "agentruns", interval=10, idle=5,
-            when=lambda status, **_: status.get("phase") not in ("Succeeded", "Failed", "Cancelled"))
-async def run_resync(name: str, namespace: str, memo: Any, **_: Any) -> None:
-    """Timeouts need time to pass, not events: a Job that never starts is noticed here."""
-    rt: Runtime = memo.runtime
-    await reconcile_run(rt.kube, rt.config.current, namespace, name)

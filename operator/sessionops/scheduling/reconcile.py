@@ -39,8 +39,18 @@ def run_body(session: dict[str, Any], new: queue.NewRun) -> dict[str, Any]:
     }
 
 
+def _same(current: Any, wanted: Any) -> bool:
+    """Equal as stored: a merge patch's None removes a key, so None matches an absent key."""
+    if isinstance(wanted, dict):
+        current = current if isinstance(current, dict) else {}
+        return all(_same(current.get(k), v) for k, v in wanted.items())
+    return current == wanted
+
+
 def _status_changed(current: dict[str, Any], wanted: dict[str, Any]) -> bool:
-    return any(current.get(k) != v for k, v in wanted.items())
+    # Skipping no-op writes matters twice: each write is an API call, and each one is also
+    # a session event that would trigger another pass.
+    return not _same(current, wanted)
 
 
 async def reconcile_session(kube: Kube, namespace: str, name: str) -> queue.Plan | None:

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import dataclasses
-import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
@@ -12,29 +9,13 @@ import pytest
 
 from tests.cluster import FaithfulCluster, running_cluster
 from tests.cluster.client import ApiClient
+from tests.stack import Completed, run_cli
 
 TOOLS = Path(__file__).resolve().parents[1] / '.tools' / 'bin'
 
 
-@dataclasses.dataclass
-class Completed:
-    returncode: int
-    stdout: str
-    stderr: str
-
-
-async def run_tool(binary: Path, *args: str, input: str | None = None, check: bool = True,
-                   env: dict[str, str] | None = None, timeout: float = 60) -> Completed:
-    """Run a CLI without blocking the event loop (the API server runs in this very loop)."""
-    proc = await asyncio.create_subprocess_exec(
-        str(binary), *args, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE, env={**os.environ, **(env or {})})
-    out, err = await asyncio.wait_for(proc.communicate(input.encode() if input is not None else None), timeout)
-    result = Completed(proc.returncode or 0, out.decode(), err.decode())
-    if check and result.returncode != 0:
-        raise AssertionError(f'{binary.name} {" ".join(args)} failed ({result.returncode}):\n'
-                             f'{result.stdout}\n{result.stderr}')
-    return result
+# One implementation of "run a CLI without blocking the loop the test API server serves from".
+run_tool = run_cli
 
 
 @pytest.fixture()

@@ -14,7 +14,7 @@ from typing import Any
 import kopf
 from kubernetes.client.exceptions import ApiException
 
-from sessionops import checkpoints, metrics, scans
+from sessionops import checkpoints, logs, metrics, scans
 from sessionops.certificates import WebhookServer
 from sessionops.config_watch import ConfigWatcher
 from sessionops.configuration import ConfigStore
@@ -94,7 +94,7 @@ def register_handlers() -> None:
 def main() -> None:
     register_handlers()
     settings = Settings.from_env()
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logs.configure()
     # A unique priority: replicas with equal priorities pause each other (kopf peering).
     kopf.run(clusterwide=True, standalone=settings.peering is None, peering_name=settings.peering or None,
              priority=random.randint(1, 2**31 - 1))

@@ -91,3 +91,30 @@ async def test_phase_changes_are_events_and_metrics(local: tuple) -> None:
     assert 'sessionops_admissions_total{kind="AgentInput",operation="CREATE",outcome="allowed"}' in text
     assert 'sessionops_phase_transitions_total{kind="AgentRun",phase="Succeeded"}' in text
     assert "sessionops_dispatch_latency_seconds_count" in text
+
+
+async def test_deleting_a_session_deletes_its_thread_and_its_objects(local: tuple) -> None:
+    import psycopg
+
+    stack, _ = local
+    name = f"d{uuid.uuid4().hex[:6]}"
+    await stack.apply(m.agent(name))
+    await stack.apply(m.session(name, name, model="replay/hello"))
+    await stack.apply(m.message(f"{name}-1", name, delivery="FollowUp"))
+    await stack.wait_for("arun", f"{name}-t1", phase("Succeeded"), timeout=90)
+    uid = (await stack.get("asess", name))["metadata"]["uid"]
+
+    def checkpoints() -> int:
+        with psycopg.connect(stack.database_url) as conn:
+            return conn.execute("SELECT count(*) FROM checkpoints WHERE thread_id = %s", (uid,)).fetchone()[0]
+
+    assert await asyncio.to_thread(checkpoints) > 0
+    await stack.kubectl("delete", "asess", name, "--timeout=60s")
+    assert await asyncio.to_thread(checkpoints) == 0
+    for kind, obj in (("arun", f"{name}-t1"), ("ainput", f"{name}-1")):  # garbage-collected with the session
+        for _ in range(100):
+            if (await stack.kubectl("get", kind, obj, check=False)).returncode != 0:
+                break
+            await asyncio.sleep(0.1)
+        else:
+            raise AssertionError(f"{kind}/{obj} outlived its session")

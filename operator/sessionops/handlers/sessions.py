@@ -9,7 +9,7 @@ import kopf
 
 from sessionops import GROUP, VERSION, checkpoints, phases
 from sessionops.runtime import Runtime
-from sessionops.scheduling.reconcile import reconcile_session
+from sessionops.scheduling.reconcile import reconcile_session, release_orphan
 
 
 @kopf.on.event(GROUP, VERSION, "agentsessions")
@@ -21,7 +21,9 @@ async def session_changed(body: kopf.Body, name: str, namespace: str, type: str 
 
 
 @kopf.on.event(GROUP, VERSION, "agentinputs")
-async def input_changed(spec: kopf.Spec, namespace: str, memo: Any, **_: Any) -> None:
+async def input_changed(body: kopf.Body, spec: kopf.Spec, namespace: str, memo: Any, **_: Any) -> None:
+    if await release_orphan(memo.runtime.kube, dict(body)):
+        return
     session = (spec.get("sessionRef") or {}).get("name")
     if session:
         await reconcile_session(memo.runtime.kube, namespace, session)

@@ -101,3 +101,18 @@ async def _ignore_gone(coro: Any) -> None:
     except ApiException as e:
         if e.status != 404:  # deleted meanwhile: nothing left to update
             raise
+
+
+async def release_orphan(kube: Kube, inp: dict[str, Any]) -> bool:
+    """A deleting input whose session is gone has no queue to leave: drop our finalizer.
+    Safe to repeat: once removed, the input is no longer ours to hold."""
+    meta = inp.get("metadata", {})
+    finalizers = meta.get("finalizers") or []
+    if not meta.get("deletionTimestamp") or INPUT_FINALIZER not in finalizers:
+        return False
+    session = ((inp.get("spec") or {}).get("sessionRef") or {}).get("name", "")
+    if await kube.get("agentsessions", meta["namespace"], session) is not None:
+        return False  # the session's own pass decides (a consumed input may still be needed)
+    await _ignore_gone(kube.patch("agentinputs", meta["namespace"], meta["name"],
+                                  {"metadata": {"finalizers": [f for f in finalizers if f != INPUT_FINALIZER]}}))
+    return True

@@ -40,7 +40,7 @@ from langgraph.types import Command
 from pydantic import ValidationError
 from urllib3.exceptions import HTTPError
 
-from sessionops import checkpoints
+from sessionops import checkpoints, logs
 from sessionops.agent.builder import AgentNodes, build_agent
 from sessionops.agent.steering import SteeringMiddleware
 from sessionops.agent.waitpoints import ResumeInvalid, build_resume, waitpoint_from_state
@@ -276,8 +276,7 @@ def _exit(code: int) -> NoReturn:
 
 
 def main() -> NoReturn:
-    logging.basicConfig(level=os.environ.get("SESSIONOPS_LOG_LEVEL", "INFO"), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logs.configure(level=logging.getLevelName(os.environ.get("SESSIONOPS_LOG_LEVEL", "INFO")))
     for noisy in ("httpx", "httpx2", "openai", "urllib3", "kubernetes", "mcp"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     try:

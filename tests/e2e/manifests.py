@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 API = "sessionops.dev/v1alpha1"
@@ -31,3 +32,15 @@ def resume(name: str, session_name: str, run: str, waitpoint: str, **spec: Any) 
 def cont(name: str, session_name: str) -> dict[str, Any]:
     return {"apiVersion": API, "kind": "AgentInput", "metadata": {"name": name},
             "spec": {"sessionRef": {"name": session_name}, "kind": "Continue"}}
+
+
+def phase(*phases: str) -> Callable[[dict[str, Any]], bool]:
+    """A ``wait_for`` predicate: the object's status.phase is one of ``phases``."""
+    return lambda obj: (obj.get("status") or {}).get("phase") in phases
+
+
+async def start_turn(stack: Any, name: str, model: str, text: str = "go", **agent_spec: Any) -> None:
+    """An Agent, a session on ``model`` and one follow-up, all named after ``name``."""
+    await stack.apply(agent(name, **agent_spec))
+    await stack.apply(session(name, name, model=model))
+    await stack.apply(message(f"{name}-1", name, text, delivery="FollowUp"))

@@ -9,19 +9,10 @@ import yaml
 
 from tests.e2e import manifests as m
 from tests.e2e.conftest import REAL
+from tests.e2e.manifests import phase, start_turn
 from tests.stack import Stack
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module")]
-
-
-def phase(*phases: str):
-    return lambda obj: (obj.get("status") or {}).get("phase") in phases
-
-
-async def start(stack: Stack, name: str, model: str, text: str = "go", **agent_spec: object) -> None:
-    await stack.apply(m.agent(name, **agent_spec))
-    await stack.apply(m.session(name, name, model=model))
-    await stack.apply(m.message(f"{name}-1", name, text, delivery="FollowUp"))
 
 
 async def refused(stack: Stack, manifest: dict) -> str:
@@ -31,7 +22,7 @@ async def refused(stack: Stack, manifest: dict) -> str:
 
 
 async def test_a_follow_up_answered_with_tools(stack: Stack, name: str) -> None:
-    await start(stack, name, "replay/tools-then-answer")
+    await start_turn(stack, name, "replay/tools-then-answer")
     run = await stack.wait_for("arun", f"{name}-t1", phase("Succeeded", "Failed"), timeout=90)
     assert run["status"]["phase"] == "Succeeded", run["status"]
     # The worker writes the verdict; the operator records the segment once its Job has ended.
@@ -45,7 +36,7 @@ async def test_a_follow_up_answered_with_tools(stack: Stack, name: str) -> None:
 
 
 async def test_parallel_calls_wait_for_approval_and_resume_the_same_run(stack: Stack, name: str) -> None:
-    await start(stack, name, "replay/parallel-approval", text=f"please {name}")
+    await start_turn(stack, name, "replay/parallel-approval", text=f"please {name}")
     run = await stack.wait_for("arun", f"{name}-t1", phase("Waiting", "Failed"), timeout=90)
     waitpoint = run["status"]["waitpoint"]
     assert waitpoint["kind"] == "Approval" and [c["tool"] for c in waitpoint["calls"]] == ["run_shell"]
@@ -73,7 +64,7 @@ async def test_parallel_calls_wait_for_approval_and_resume_the_same_run(stack: S
 
 
 async def test_a_question_needs_complete_answers(stack: Stack, name: str) -> None:
-    await start(stack, name, "replay/ask-user")
+    await start_turn(stack, name, "replay/ask-user")
     run = await stack.wait_for("arun", f"{name}-t1", phase("Waiting", "Failed"), timeout=90)
     waitpoint = run["status"]["waitpoint"]
     assert waitpoint["kind"] == "Question" and len(waitpoint["questions"]) == 2
@@ -89,7 +80,7 @@ async def test_a_question_needs_complete_answers(stack: Stack, name: str) -> Non
 
 async def test_a_failed_turn_pauses_the_queue_until_continue(stack: Stack, name: str) -> None:
     # replay/hello has one answer: the second turn's model call fails (scenario exhausted).
-    await start(stack, name, "replay/hello")
+    await start_turn(stack, name, "replay/hello")
     await stack.wait_for("arun", f"{name}-t1", phase("Succeeded"), timeout=90)
     await stack.apply(m.message(f"{name}-2", name, "again", delivery="FollowUp"))
     failed = await stack.wait_for("arun", f"{name}-t2", phase("Failed", "Succeeded"), timeout=90)
@@ -119,7 +110,7 @@ async def test_follow_ups_run_fifo_one_turn_at_a_time(stack: Stack, name: str) -
 
 
 async def test_cancelling_a_waiting_turn_pauses_the_queue_until_continue(stack: Stack, name: str) -> None:
-    await start(stack, name, "replay/parallel-approval")
+    await start_turn(stack, name, "replay/parallel-approval")
     run = await stack.wait_for("arun", f"{name}-t1", phase("Waiting"), timeout=90)
     waitpoint = run["status"]["waitpoint"]
     await stack.kubectl("patch", "arun", f"{name}-t1", "--type=merge", "-p", '{"spec":{"cancel":true}}')

@@ -7,13 +7,9 @@ import uuid
 
 import pytest
 
-from tests.e2e import manifests as m
+from tests.e2e.manifests import phase, start_turn
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
-
-
-def phase(*phases: str):
-    return lambda obj: (obj.get("status") or {}).get("phase") in phases
 
 
 async def cancel(stack, run: str) -> None:
@@ -27,9 +23,7 @@ async def test_cancel_a_pending_run_whose_job_never_started(local: tuple) -> Non
     # The runner's methods use blocking clients: never call them on the loop that serves the cluster.
     await asyncio.to_thread(runner.hold, f"{name}-t1")
     try:
-        await stack.apply(m.agent(name))
-        await stack.apply(m.session(name, name, model="replay/hello"))
-        await stack.apply(m.message(f"{name}-1", name, delivery="FollowUp"))
+        await start_turn(stack, name, "replay/hello")
         await stack.wait_for("arun", f"{name}-t1", lambda r: (r.get("status") or {}).get("segments"))
         await cancel(stack, f"{name}-t1")
         run = await stack.wait_for("arun", f"{name}-t1", phase("Cancelled"), timeout=60)
@@ -43,9 +37,7 @@ async def test_cancel_a_pending_run_whose_job_never_started(local: tuple) -> Non
 async def test_cancel_a_running_turn_stops_its_job_before_cleaning(local: tuple) -> None:
     stack, _ = local
     name = f"r{uuid.uuid4().hex[:6]}"
-    await stack.apply(m.agent(name))
-    await stack.apply(m.session(name, name, model="replay/slow"))
-    await stack.apply(m.message(f"{name}-1", name, delivery="FollowUp"))
+    await start_turn(stack, name, "replay/slow")
     await stack.wait_for("arun", f"{name}-t1", phase("Running"), timeout=60)
     await cancel(stack, f"{name}-t1")
     run = await stack.wait_for("arun", f"{name}-t1", phase("Cancelled"), timeout=60)
@@ -59,9 +51,7 @@ async def test_cancel_a_running_turn_stops_its_job_before_cleaning(local: tuple)
 async def test_an_operator_killed_mid_cancellation_finishes_it_after_restart(local: tuple) -> None:
     stack, _ = local
     name = f"o{uuid.uuid4().hex[:6]}"
-    await stack.apply(m.agent(name))
-    await stack.apply(m.session(name, name, model="replay/parallel-approval"))
-    await stack.apply(m.message(f"{name}-1", name, delivery="FollowUp"))
+    await start_turn(stack, name, "replay/parallel-approval")
     await stack.wait_for("arun", f"{name}-t1", phase("Waiting"), timeout=90)
     # The request needs the webhook (failurePolicy: Fail), so it goes in while the operator runs;
     # the operator is then killed at whatever point of the flow it has reached.
@@ -78,9 +68,7 @@ async def test_phase_changes_are_events_and_metrics(local: tuple) -> None:
 
     stack, _ = local
     name = f"e{uuid.uuid4().hex[:6]}"
-    await stack.apply(m.agent(name))
-    await stack.apply(m.session(name, name, model="replay/hello"))
-    await stack.apply(m.message(f"{name}-1", name, delivery="FollowUp"))
+    await start_turn(stack, name, "replay/hello")
     await stack.wait_for("arun", f"{name}-t1", phase("Succeeded"), timeout=90)
     await asyncio.sleep(1)
     events = await stack.kubectl("get", "events", "--field-selector", f"involvedObject.name={name}-t1",
@@ -98,9 +86,7 @@ async def test_deleting_a_session_deletes_its_thread_and_its_objects(local: tupl
 
     stack, _ = local
     name = f"d{uuid.uuid4().hex[:6]}"
-    await stack.apply(m.agent(name))
-    await stack.apply(m.session(name, name, model="replay/hello"))
-    await stack.apply(m.message(f"{name}-1", name, delivery="FollowUp"))
+    await start_turn(stack, name, "replay/hello")
     await stack.wait_for("arun", f"{name}-t1", phase("Succeeded"), timeout=90)
     uid = (await stack.get("asess", name))["metadata"]["uid"]
 

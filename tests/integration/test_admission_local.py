@@ -35,7 +35,7 @@ async def test_parallel_receipts_serialize_with_model_updates(local: tuple) -> N
     name = f"c{uuid.uuid4().hex[:6]}"
     await stack.apply(m.agent(name))
     await stack.apply(m.session(name, name, model="replay/hello"))
-    update_points: list[tuple[int, str]] = []
+    update_points: list[tuple[int, int, str]] = []
 
     async def send(i: int) -> None:
         # Like client-go, retry a create that failed with a server error (a webhook timing out
@@ -55,16 +55,17 @@ async def test_parallel_receipts_serialize_with_model_updates(local: tuple) -> N
             if status != 409:
                 break
         assert status == 200, body
-        update_points.append((body["status"].get("lastSequence", 0), model))
+        update_points.append((int(body["metadata"]["resourceVersion"]), body["status"].get("lastSequence", 0),
+                              model))
 
     await asyncio.gather(*(send(i) for i in range(50)), update("replay/steer", 0.05), update("replay/ask-user", 0.15))
     _, listing = await request(cluster, "GET", f"{API}/agentinputs?labelSelector=sessionops.dev%2Fsession%3D{name}")
     inputs = listing["items"]
     sequences = sorted(i["spec"]["sequence"] for i in inputs)
     assert len(inputs) == 50 and len(set(sequences)) == 50  # unique (gaps are tolerated)
-    # Completion order is the order the API server applied the two updates; both may land
-    # at the same lastSequence (no receipt between them), so never sort by value.
-    (first_at, first_model), (second_at, second_model) = update_points
+    # The resourceVersion orders the two updates as the API server applied them; both may land
+    # at the same lastSequence (no receipt between them), so that alone cannot order them.
+    (_, first_at, first_model), (_, second_at, second_model) = sorted(update_points)
     assert first_at <= second_at
     for inp in inputs:
         seq, model = inp["spec"]["sequence"], inp["spec"]["contextSnapshot"]["model"]

@@ -10,7 +10,7 @@ import contextlib
 import datetime
 import functools
 import os
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import kubernetes
@@ -38,6 +38,16 @@ class Conflict(Exception):
     """409 from the API server: a stale resourceVersion or an existing name."""
 
 
+async def _or_none(call: Awaitable[T]) -> T | None:
+    """404 means "not there": None instead of an exception."""
+    try:
+        return await call
+    except ApiException as e:
+        if e.status == 404:
+            return None
+        raise
+
+
 class Kube:
     """Async facade over the synchronous official client."""
 
@@ -60,12 +70,8 @@ class Kube:
 
     # Custom resources of our group.
     async def get(self, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
-        try:
-            return await self.call(self.custom.get_namespaced_custom_object, GROUP, VERSION, namespace, plural, name)
-        except ApiException as e:
-            if e.status == 404:
-                return None
-            raise
+        return await _or_none(self.call(self.custom.get_namespaced_custom_object, GROUP, VERSION, namespace,
+                                        plural, name))
 
     async def list(self, plural: str, namespace: str, label_selector: str = "") -> list[dict[str, Any]]:
         result = await self.call(self.custom.list_namespaced_custom_object, GROUP, VERSION, namespace, plural,
@@ -96,13 +102,8 @@ class Kube:
                                name, body)
 
     async def get_job(self, namespace: str, name: str) -> dict[str, Any] | None:
-        try:
-            job = await self.call(self.batch.read_namespaced_job, name, namespace)
-        except ApiException as e:
-            if e.status == 404:
-                return None
-            raise
-        return self.api_client.sanitize_for_serialization(job)
+        job = await _or_none(self.call(self.batch.read_namespaced_job, name, namespace))
+        return None if job is None else self.api_client.sanitize_for_serialization(job)
 
     async def create_job(self, namespace: str, body: dict[str, Any]) -> None:
         """AlreadyExists is success: Job names are deterministic per segment."""
@@ -126,22 +127,12 @@ class Kube:
         return sum(1 for p in pods.items if (p.status and p.status.phase) not in ("Succeeded", "Failed"))
 
     async def get_lease(self, namespace: str, name: str) -> dict[str, Any] | None:
-        try:
-            lease = await self.call(self.coordination.read_namespaced_lease, name, namespace)
-        except ApiException as e:
-            if e.status == 404:
-                return None
-            raise
-        return self.api_client.sanitize_for_serialization(lease)
+        lease = await _or_none(self.call(self.coordination.read_namespaced_lease, name, namespace))
+        return None if lease is None else self.api_client.sanitize_for_serialization(lease)
 
     async def get_configmap(self, namespace: str, name: str) -> dict[str, Any] | None:
-        try:
-            cm = await self.call(self.core.read_namespaced_config_map, name, namespace)
-        except ApiException as e:
-            if e.status == 404:
-                return None
-            raise
-        return self.api_client.sanitize_for_serialization(cm)
+        cm = await _or_none(self.call(self.core.read_namespaced_config_map, name, namespace))
+        return None if cm is None else self.api_client.sanitize_for_serialization(cm)
 
     async def post_event(self, involved: dict[str, Any], *, type_: str, reason: str, message: str,
                          component: str = "sessionops") -> None:

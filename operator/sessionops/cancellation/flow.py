@@ -9,6 +9,7 @@ import datetime
 from typing import Any
 
 from sessionops.api.run import TERMINAL_PHASES, RunPhase
+from sessionops.timestamps import iso
 
 CANCELLED_OUTCOME = "Cancelled"
 
@@ -32,10 +33,6 @@ class CancelPlan:
     run_cleanup: bool = False
 
 
-def _iso(now: datetime.datetime) -> str:
-    return now.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def lease_live(execution: Execution, now: datetime.datetime) -> bool:
     return bool(execution.lease_holder) and execution.lease_expires_at is not None \
         and execution.lease_expires_at > now
@@ -52,7 +49,7 @@ def decide(run: dict[str, Any], execution: Execution, *, now: datetime.datetime)
     if phase != RunPhase.CANCELLING.value:
         # Step 1: a cancelling run is never waiting, so no message can be taken for a resume value.
         plan.status = {"phase": RunPhase.CANCELLING.value, "waitpoint": None,
-                       "cancellation": {"requestedAt": _iso(now), "completedSteps": []}}
+                       "cancellation": {"requestedAt": iso(now), "completedSteps": []}}
         return plan
     segments = status.get("segments") or []
     last = segments[-1] if segments else None
@@ -76,18 +73,18 @@ def completed(run: dict[str, Any], steps: list[str], *, now: datetime.datetime) 
     status = run.get("status") or {}
     segments = [dict(s) for s in status.get("segments") or []]
     if segments and segments[-1].get("outcome") is None:
-        segments[-1].update(outcome=CANCELLED_OUTCOME, finishedAt=_iso(now))
+        segments[-1].update(outcome=CANCELLED_OUTCOME, finishedAt=iso(now))
     cancellation = dict(status.get("cancellation") or {})
-    cancellation.update(completedSteps=steps, completedAt=_iso(now))
+    cancellation.update(completedSteps=steps, completedAt=iso(now))
     return {"phase": RunPhase.CANCELLED.value, "segments": segments, "cancellation": cancellation,
             "waitpoint": None, "result": None,
             "conditions": [{"type": "Cancelled", "status": "True", "reason": "CleanupComplete",
                             "message": f"checkpoint cleaned ({', '.join(steps) or 'nothing to clean'})",
-                            "lastTransitionTime": _iso(now)}]}
+                            "lastTransitionTime": iso(now)}]}
 
 
 def failed_step(step: str, error: str, *, now: datetime.datetime) -> dict[str, Any]:
     """A failing step leaves the run Cancelling with a condition naming it."""
     return {"conditions": [{"type": "CleanupFailed", "status": "True", "reason": f"Step{step}Failed",
                             "message": f"cleanup step {step} failed: {error}"[:1024],
-                            "lastTransitionTime": _iso(now)}]}
+                            "lastTransitionTime": iso(now)}]}

@@ -17,18 +17,13 @@ from sessionops.cancellation.cleanup import STEPS, CleanupError, CleanupReport, 
 from sessionops.execution.segments import JobView
 from sessionops.kube import Kube
 from sessionops.locks import lock
+from sessionops.timestamps import parse
 
 logger = logging.getLogger(__name__)
 
 
 def lease_name(session: str) -> str:
     return f"sessionops-{session}"
-
-
-def _parse_time(value: str | None) -> datetime.datetime | None:
-    if not value:
-        return None
-    return datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
 
 
 async def observe(kube: Kube, run: dict[str, Any]) -> flow.Execution:
@@ -39,7 +34,7 @@ async def observe(kube: Kube, run: dict[str, Any]) -> flow.Execution:
     pods = await kube.running_pods(namespace, segments[-1]["job"]) if segments else 0
     lease = await kube.get_lease(namespace, lease_name(run["spec"]["sessionRef"]["name"]))
     spec = (lease or {}).get("spec") or {}
-    renew = _parse_time(spec.get("renewTime") or spec.get("acquireTime"))
+    renew = parse(spec.get("renewTime") or spec.get("acquireTime"))
     expires = renew + datetime.timedelta(seconds=spec.get("leaseDurationSeconds") or 0) if renew else None
     return flow.Execution(job_exists=view.exists, job_finished=view.finished, pods_running=pods,
                           lease_holder=spec.get("holderIdentity") or None, lease_expires_at=expires)
@@ -88,7 +83,7 @@ async def _reconcile(kube: Kube, dsn: str, namespace: str, name: str,
         # Verified clean: every step is done, whether this call or an earlier one committed it.
         done = [s for s in STEPS if s in done or s in report.committed or s in report.skipped]
     await kube.patch_status("agentruns", namespace, name, {"status": flow.completed(run, done, now=now)})
-    requested = _parse_time(((run.get("status") or {}).get("cancellation") or {}).get("requestedAt"))
+    requested = parse(((run.get("status") or {}).get("cancellation") or {}).get("requestedAt"))
     if requested is not None:
         metrics.CANCELLATION_DURATION.observe(max(0.0, (now - requested).total_seconds()))
     return plan

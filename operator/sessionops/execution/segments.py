@@ -10,6 +10,7 @@ from typing import Any
 
 from sessionops.api.input import InputKind, InputPhase
 from sessionops.api.run import TERMINAL_PHASES, RunPhase, SegmentKind
+from sessionops.timestamps import iso, parse
 
 # Outcomes of a segment (status.segments[].outcome).
 LOST = "Lost"  # the pod died, was evicted or OOM-killed, or exited without a verdict
@@ -34,7 +35,7 @@ class JobView:
         status = job.get("status") or {}
         conds = {c.get("type"): c for c in status.get("conditions") or [] if c.get("status") == "True"}
         created = job.get("metadata", {}).get("creationTimestamp")
-        created_at = datetime.datetime.fromisoformat(created.replace("Z", "+00:00")) if created else None
+        created_at = parse(created)
         failed = conds.get("Failed")
         return cls(exists=True, finished="Complete" in conds or failed is not None,
                    # A real Job controller sets startTime and active before any pod runs:
@@ -55,10 +56,6 @@ class RunPlan:
     status: dict[str, Any] = dataclasses.field(default_factory=dict)  # merge patch of run status
 
 
-def _now_iso(now: datetime.datetime) -> str:
-    return now.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def _phase(run: dict[str, Any]) -> str | None:
     return (run.get("status") or {}).get("phase")
 
@@ -66,7 +63,7 @@ def _phase(run: dict[str, Any]) -> str | None:
 def _next(segments: list[dict[str, Any]], kind: str, now: datetime.datetime, run_name: str,
           resume_input: str | None = None) -> tuple[list[dict[str, Any]], tuple[int, str, str | None]]:
     n = len(segments) + 1
-    seg = {"name": f"{run_name}-{n}", "kind": kind, "job": f"{run_name}-{n}", "startedAt": _now_iso(now)}
+    seg = {"name": f"{run_name}-{n}", "kind": kind, "job": f"{run_name}-{n}", "startedAt": iso(now)}
     if resume_input:
         seg["input"] = resume_input
     return [*segments, seg], (n, kind, resume_input)
@@ -111,7 +108,7 @@ def decide(run: dict[str, Any], job: dict[str, Any] | None, resume_inputs: list[
         if verdict is None:
             return plan
         last["outcome"] = verdict
-        last["finishedAt"] = _now_iso(now)
+        last["finishedAt"] = iso(now)
         segments[-1] = last
         plan.status = {"segments": segments}
         if verdict in (LOST, NOT_STARTED):
@@ -124,7 +121,7 @@ def decide(run: dict[str, Any], job: dict[str, Any] | None, resume_inputs: list[
                                "conditions": [{"type": "Failed", "status": "True", "reason": "InfrastructureFailure",
                                                "message": f"segment {last['name']}: {last['reason']} "
                                                           f"(after {retries} retries)",
-                                               "lastTransitionTime": _now_iso(now)}]}
+                                               "lastTransitionTime": iso(now)}]}
         return plan
 
     if phase == RunPhase.WAITING.value:

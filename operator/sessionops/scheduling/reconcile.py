@@ -17,6 +17,7 @@ from sessionops.kube import Conflict, Kube
 from sessionops.locks import coalesced
 from sessionops.scheduling import queue
 from sessionops.scheduling.names import CLAIMED_AT_LABEL, INPUT_FINALIZER, SEQUENCE_LABEL, SESSION_LABEL
+from sessionops.timestamps import parse
 
 logger = logging.getLogger(__name__)
 
@@ -75,8 +76,8 @@ async def apply(kube: Kube, session: dict[str, Any], inputs: list[dict[str, Any]
         plan.status["queue"]["pending"])
     if plan.create_run is not None:
         head = next((i for i in inputs if i["metadata"]["name"] == plan.create_run.inputs[0]), None)
-        if head is not None and head["metadata"].get("creationTimestamp"):
-            received = datetime.datetime.fromisoformat(head["metadata"]["creationTimestamp"].replace("Z", "+00:00"))
+        received = parse(head["metadata"].get("creationTimestamp")) if head is not None else None
+        if received is not None:
             metrics.DISPATCH_LATENCY.observe(max(0.0, (datetime.datetime.now(datetime.UTC) - received).total_seconds()))
         # AlreadyExists: an earlier pass created it; the deterministic name makes this a no-op.
         with contextlib.suppress(Conflict):
@@ -88,8 +89,7 @@ async def apply(kube: Kube, session: dict[str, Any], inputs: list[dict[str, Any]
             status["run"] = run
         await _ignore_gone(kube.patch_status("agentinputs", namespace, input_name, {"status": status}))
     for input_name in plan.release:
-        finalizers = [f for f in by_name[input_name]["metadata"].get("finalizers") or [] if f != INPUT_FINALIZER]
-        await _ignore_gone(kube.patch("agentinputs", namespace, input_name, {"metadata": {"finalizers": finalizers}}))
+        await drop_input_finalizer(kube, by_name[input_name])
     if _status_changed(session.get("status") or {}, plan.status):
         await _ignore_gone(kube.patch_status("agentsessions", namespace, session["metadata"]["name"],
                                              {"status": plan.status}))
@@ -113,6 +113,13 @@ async def release_orphan(kube: Kube, inp: dict[str, Any]) -> bool:
     session = ((inp.get("spec") or {}).get("sessionRef") or {}).get("name", "")
     if await kube.get("agentsessions", meta["namespace"], session) is not None:
         return False  # the session's own pass decides (a consumed input may still be needed)
-    await _ignore_gone(kube.patch("agentinputs", meta["namespace"], meta["name"],
-                                  {"metadata": {"finalizers": [f for f in finalizers if f != INPUT_FINALIZER]}}))
+    await drop_input_finalizer(kube, inp)
     return True
+
+
+async def drop_input_finalizer(kube: Kube, inp: dict[str, Any]) -> None:
+    """Let a deleting input go. Safe to repeat: a gone input or a removed finalizer is done."""
+    meta = inp["metadata"]
+    finalizers = [f for f in meta.get("finalizers") or [] if f != INPUT_FINALIZER]
+    await _ignore_gone(kube.patch("agentinputs", meta["namespace"], meta["name"],
+                                  {"metadata": {"finalizers": finalizers}}))

@@ -101,6 +101,13 @@ class Kube:
         return await self.call(self.custom.patch_namespaced_custom_object, GROUP, VERSION, namespace, plural,
                                name, body)
 
+    async def access_review(self, spec: dict[str, Any]) -> tuple[bool, str]:
+        """(allowed, reason) of a SubjectAccessReview with this spec."""
+        body = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": spec}
+        review = await self.call(self.authz.create_subject_access_review, body)
+        status = review.status
+        return bool(status.allowed) and not status.denied, status.reason or ""
+
     async def get_job(self, namespace: str, name: str) -> dict[str, Any] | None:
         job = await _or_none(self.call(self.batch.read_namespaced_job, name, namespace))
         return None if job is None else self.api_client.sanitize_for_serialization(job)

@@ -62,3 +62,13 @@ def test_cancelled_is_written_with_the_steps_and_the_segment_outcome() -> None:
 def test_a_failed_step_names_itself() -> None:
     cond = failed_step("2", "connection lost", now=NOW)["conditions"][0]
     assert (cond["type"], cond["reason"]) == ("CleanupFailed", "Step2Failed") and "connection lost" in cond["message"]
+
+
+def test_active_children_are_cancelled_before_the_parent_stops() -> None:
+    live = Execution(job_exists=True, job_finished=False, pods_running=1, lease_holder="w", lease_expires_at=NOW)
+    plan = decide(run("Cancelling"), live, now=NOW, active_children=2)
+    assert plan.wait_reason == "waiting for 2 child turn(s) to be cancelled"
+    assert plan.delete_job is None and not plan.run_cleanup and not plan.status
+    assert decide(run("Cancelling"), live, now=NOW, active_children=0).delete_job == "s1-t1-1"
+    # The request itself is recorded first, children or not.
+    assert decide(run("Running"), live, now=NOW, active_children=2).status["phase"] == "Cancelling"

@@ -47,6 +47,7 @@ def test_config_defaults(default: Rendered) -> None:
     assert config.worker.service_account_name == "sessionops-worker"
     assert config.worker.image == "ghcr.io/sessionops/sessionops:0.1.0"
     assert config.checkpoint_retention == 20 and config.delegation_concurrency == 4
+    assert config.delegation_timeout_seconds == 3600 and config.delegation_max_depth == 5
 
 
 def test_every_config_value_reaches_the_config(renderer: Renderer) -> None:
@@ -58,6 +59,8 @@ def test_every_config_value_reaches_the_config(renderer: Renderer) -> None:
                         "maxTokens": 1024, "temperature": 0.2}],
             "checkpointRetention": 5,
             "delegationConcurrency": 2,
+            "delegationTimeoutSeconds": 90,
+            "delegationMaxDepth": 2,
         },
         "worker": {"image": "registry.local/worker:9", "serviceAccountName": "agents",
                    "leaseDurationSeconds": 60, "startTimeoutSeconds": 120, "maxRetries": 1},
@@ -72,6 +75,7 @@ def test_every_config_value_reaches_the_config(renderer: Renderer) -> None:
     assert config.defaults.summarization.keep_messages == 10
     assert config.models[0].max_tokens == 1024 and config.models[0].temperature == 0.2
     assert config.checkpoint_retention == 5 and config.delegation_concurrency == 2
+    assert config.delegation_timeout_seconds == 90 and config.delegation_max_depth == 2
     assert config.worker.image == "registry.local/worker:9"
     assert config.worker.service_account_name == "agents"
     assert (config.worker.lease_duration_seconds, config.worker.start_timeout_seconds,

@@ -248,6 +248,8 @@ BAD_VALUES = [
     ({"config": {"defaults": {"model": "gpt-4o-mini", "approvalMode": "Sometimes"}}},
      "/config/defaults/approvalMode"),
     ({"config": {"models": [{"name": "m", "provider": "anthropic", "model": "x"}]}}, "/config/models/0/provider"),
+    ({"config": {"delegationTimeoutSeconds": 0}}, "/config/delegationTimeoutSeconds"),
+    ({"config": {"delegationMaxDepth": 0}}, "/config/delegationMaxDepth"),
     ({"webhook": {"timeoutSeconds": 31}}, "/webhook/timeoutSeconds"),
     ({"webhook": {"certManager": {"enabled": True, "issuerRef": {"name": "x", "kind": "Vault"}}}},
      "/webhook/certManager/issuerRef/kind"),

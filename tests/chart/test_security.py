@@ -121,6 +121,16 @@ def test_worker_rbac_in_every_worker_namespace(rendered: Rendered) -> None:
             assert _allows(rules, "sessionops.dev", resource, "patch")
             assert _allows(rules, "sessionops.dev", resource, "update")
         assert not _allows(rules, "sessionops.dev", "agentsessions/status", "patch")
+        # The delegate tool: a child session and its input in the worker's own namespace; admission
+        # copies the parent's submitter only for a requester allowed the custom verb on the parent run.
+        for resource in ("agentsessions", "agentinputs"):
+            assert _allows(rules, "sessionops.dev", resource, "create"), resource
+            assert not _allows(rules, "sessionops.dev", resource, "update"), resource
+            assert not _allows(rules, "sessionops.dev", resource, "patch"), resource
+        assert _allows(rules, "sessionops.dev", "agentruns", "delegate")
+        assert not _allows(rules, "sessionops.dev", "agentruns", "create")
+        for resource in ("agentsessions", "agentinputs", "agents"):
+            assert not _allows(rules, "sessionops.dev", resource, "delegate"), resource
         for verb in ("get", "create", "update"):
             assert _allows(rules, "coordination.k8s.io", "leases", verb)
         assert _allows(rules, "", "configmaps", "get")

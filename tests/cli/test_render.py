@@ -47,6 +47,18 @@ def test_delegation_table_lists_children() -> None:
     assert "child-1" in out and "Waiting for delegated sessions" in out
 
 
+def test_delegation_table_shows_what_each_child_needs() -> None:
+    waitpoint = {"id": "wp-d", "kind": "Delegation", "children": ["rev-1", "w-2", "w-3"]}
+    children = [{"name": "reviewer", "session": "rev-1", "phase": "Waiting", "waitingAt": "rev-1/rev-1-t1/wp-q"},
+                {"name": "w2", "session": "w-2", "phase": "Queued", "heldBack": "tree full"},
+                {"name": "w3", "session": "w-3", "phase": "Running"}]
+    flat = [" ".join(w for w in line.split() if w != "│")
+            for line in text(render.waitpoint_table(waitpoint, children)).splitlines()]
+    assert any("rev-1 reviewer Waiting an answer at rev-1/rev-1-t1/wp-q" in line for line in flat), flat
+    assert any("w-2 w2 Queued tree full" in line for line in flat), flat
+    assert any("w-3 w3 Running -" in line for line in flat), flat
+
+
 def test_args_are_one_line_and_bounded() -> None:
     assert render.format_args({"path": "x.sh", "content": "line\n" * 100, "n": 3}).startswith(
         'path="x.sh" content="line\\nline')

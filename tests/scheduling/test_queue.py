@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from sessionops.scheduling.names import INPUT_FINALIZER, SEQUENCE_LABEL
-from sessionops.scheduling.queue import decide
+from sessionops.scheduling.queue import NewRun, decide
+from sessionops.scheduling.reconcile import run_body
 from tests import factories
 
 SNAP = {"model": "replay/hello", "approvalMode": "Default", "systemPrompt": "p"}
@@ -119,7 +120,7 @@ def test_a_consumed_input_keeps_its_record_while_its_run_is_active() -> None:
 def test_status_projects_only_public_fields() -> None:
     plan = decide(session(), [], [])
     assert plan.status == {"phase": "Idle", "model": "replay/hello", "approvalMode": "Default", "activeRun": None,
-                           "queue": {"pending": 0, "paused": False, "pausedReason": None},
+                           "queue": {"pending": 0, "paused": False, "pausedReason": None, "heldBack": None},
                            "observedGeneration": None}
     assert "contextSnapshot" not in str(plan.status) and "systemPrompt" not in str(plan.status)
 
@@ -156,3 +157,28 @@ def test_a_status_written_once_is_not_written_again() -> None:
     stored.pop("observedGeneration")
     assert not _status_changed({**stored, "lastSequence": 3}, wanted)
     assert _status_changed({**stored, "phase": "Running"}, wanted)
+
+
+def test_a_full_delegation_tree_holds_the_head_back_and_says_why() -> None:
+    why = 'delegation tree "root" runs 4 turns (bound 4): waiting for one to finish'
+    plan = decide(session(), [inp("a", 1)], [], held_back=why)
+    assert plan.create_run is None and plan.consume == {}
+    assert plan.status["phase"] == "Idle" and plan.status["queue"] == {
+        "pending": 1, "paused": False, "pausedReason": None, "heldBack": why}
+    # Room again: the same inputs are claimed and the reason goes away.
+    plan = decide(session(), [inp("a", 1)], [])
+    assert plan.create_run.inputs == ["a"] and plan.status["queue"]["heldBack"] is None
+    # Nothing pending, or a paused queue: nothing is held back by the tree.
+    assert decide(session(), [], [], held_back=why).status["queue"]["heldBack"] is None
+
+
+def test_runs_carry_their_tree_and_the_run_that_delegated() -> None:
+    root = factories.session("root")
+    root["metadata"]["uid"] = "u-root"
+    labels = run_body(root, NewRun("root-t1", 1, ["a"], SNAP))["metadata"]["labels"]
+    assert labels["sessionops.dev/tree"] == "root" and "sessionops.dev/parent-run" not in labels
+    child = factories.session("kid")
+    child["metadata"]["labels"] = {"sessionops.dev/tree": "root", "sessionops.dev/parent-run": "root-t1",
+                                   "sessionops.dev/parent-session": "root"}
+    labels = run_body(child, NewRun("kid-t1", 1, ["k"], SNAP))["metadata"]["labels"]
+    assert {k: labels.get(k) for k in child["metadata"]["labels"]} == child["metadata"]["labels"]

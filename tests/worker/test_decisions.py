@@ -51,12 +51,16 @@ def test_the_job_environment_parses_with_secrets_kept_out_of_repr() -> None:
 @pytest.mark.parametrize("change, error", [
     ({"SESSIONOPS_RUN": ""}, "SESSIONOPS_RUN is not set"),
     ({"SESSIONOPS_SEGMENT_KIND": "Again"}, "must be Start, Resume or Retry"),
-    ({"SESSIONOPS_SEGMENT_KIND": "Resume"}, "SESSIONOPS_RESUME_INPUT is required"),
     ({"SESSIONOPS_LEASE_SECONDS": "soon"}, "SESSIONOPS_LEASE_SECONDS is not a valid int"),
 ])
 def test_a_broken_job_environment_names_the_variable(change: dict, error: str) -> None:
     with pytest.raises(EnvError, match=error):
         WorkerEnv.from_environ({**ENV, **change})
+
+
+def test_a_resume_segment_without_an_input_is_a_delegation_resume() -> None:
+    env = WorkerEnv.from_environ({**ENV, "SESSIONOPS_SEGMENT_KIND": "Resume"})
+    assert (env.kind, env.resume_input) == ("Resume", None)
 
 
 def test_a_model_missing_from_the_catalog_leaves_no_model_env() -> None:

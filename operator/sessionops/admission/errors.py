@@ -11,6 +11,7 @@ M = TypeVar("M", bound=BaseModel)
 
 INVALID = 422
 CONFLICT = 409
+FORBIDDEN = 403
 NOT_FOUND = 404
 
 

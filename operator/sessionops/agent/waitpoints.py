@@ -235,3 +235,25 @@ def build_resume(
         resume[it.id] = list((answers or [])[start:start + count])
         start += count
     return Command(resume=resume)
+
+
+def delegation_children(state: StateSnapshot) -> list[str]:
+    """Child sessions the thread's pending Delegation interrupts wait on, in the model's order."""
+    items = [it for it in pending_interrupts(state)
+             if isinstance(it.value, Mapping) and it.value.get("kind") == WaitpointKind.DELEGATION.value]
+    return [c for it in _ordered(items, current_tool_call_order(state)) for c in it.value.get("children", [])]
+
+
+def build_delegation_resume(state: StateSnapshot, outcomes: Mapping[str, Any]) -> Command:
+    """``Command(resume=...)`` answering every pending Delegation interrupt with its child's
+    outcome (``outcomes``: child session -> value). Other interrupts stay pending."""
+    resume = {}
+    for it in pending_interrupts(state):
+        if isinstance(it.value, Mapping) and it.value.get("kind") == WaitpointKind.DELEGATION.value:
+            child = (it.value.get("children") or [None])[0]
+            if child not in outcomes:
+                raise ResumeInvalid([ResumeError("status.waitpoint.children", f"no outcome for child {child!r}")])
+            resume[it.id] = outcomes[child]
+    if not resume:
+        raise ResumeInvalid([ResumeError("spec.run", "the run does not wait on a delegation", 409)])
+    return Command(resume=resume)

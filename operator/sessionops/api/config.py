@@ -68,6 +68,10 @@ class OperatorConfig(ApiModel):
     worker: WorkerConfig = Field(default_factory=WorkerConfig, description="Worker Job settings.")
     checkpoint_retention: int = Field(default=20, ge=1, description="Checkpoints kept per thread.")
     delegation_concurrency: int = Field(default=4, ge=1, description="Concurrent running turns per delegation tree.")
+    delegation_max_depth: int = Field(
+        default=5, ge=1, description="Levels of children below a root session; deeper delegate calls are refused.")
+    delegation_timeout_seconds: int = Field(
+        default=3600, ge=1, description="How long a run waits for its children before it resumes without them.")
 
     @model_validator(mode="after")
     def _default_model_in_catalog(self) -> OperatorConfig:

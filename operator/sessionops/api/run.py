@@ -78,6 +78,21 @@ class Waitpoint(ApiModel):
     children: list[str] = Field(default_factory=list, description="Delegation: child sessions awaited.")
 
 
+class ChildStatus(ApiModel):
+    """A child session a Delegation waitpoint waits on, as seen from the parent run."""
+
+    name: str = Field(description="The name the model gave the child.")
+    session: str = Field(description="The child AgentSession.")
+    run: str | None = Field(default=None, description="The child's turn, once claimed.")
+    phase: str | None = Field(default=None, description="The child turn's phase (Queued before it is claimed).")
+    waiting_at: str | None = Field(
+        default=None, description="Path (session/run/waitpoint, nested for grandchildren) of an approval or "
+                                  "question inside the child that waits for an answer.")
+    held_back: str | None = Field(default=None, description="Why the child's turn has not started yet.")
+    cut_off: bool | None = Field(default=None, description="True when the parent stopped waiting at its deadline "
+                                                           "before this child's turn ended (the child is cancelled).")
+
+
 class RunResult(ApiModel):
     text: str = Field(default="", max_length=RESULT_TEXT_MAX, description="Final answer (bounded).")
     segment: str | None = Field(default=None, description="The segment whose output is the turn's result.")
@@ -120,6 +135,8 @@ class AgentRunStatus(ApiModel):
     waitpoint: Waitpoint | None = Field(default=None, description="Set only while Waiting.")
     result: RunResult | None = Field(default=None, description="The turn's result (Succeeded only).")
     usage: Usage | None = Field(default=None, description="Token usage of the turn.")
+    children: list[ChildStatus] = Field(default_factory=list,
+                                        description="Delegation: the awaited child sessions and their turns.")
     steered: list[str] = Field(default_factory=list, description="Steer inputs delivered into this turn.")
     cancellation: Cancellation | None = Field(default=None, description="Cancellation progress.")
     observed_generation: int | None = Field(default=None, description="Last generation the operator saw.")

@@ -23,6 +23,23 @@ class SessionPhase(enum.StrEnum):
     PAUSED = "Paused"
 
 
+CHILD_NAME_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
+
+
+class Delegation(ApiModel):
+    """Where a child session comes from: a run's ``delegate`` tool call. Written by the
+    delegating worker, checked and completed by admission, immutable."""
+
+    parent_run: str = Field(description="The AgentRun that delegated (same namespace).", min_length=1,
+                            max_length=63)
+    tool_call_id: str = Field(description="The delegate tool call this child answers.", min_length=1,
+                              max_length=256)
+    name: str = Field(description="The name the model gave the child (1..64 of [A-Za-z0-9_-]).",
+                      pattern=CHILD_NAME_PATTERN)
+    inherit: bool = Field(default=True, description="True: the child runs with the parent run's frozen "
+                                                    "configuration; false: agentRef's, frozen at dispatch.")
+
+
 class AgentSessionSpec(ApiModel):
     """What the user asks for; admission adds the resolved contextSnapshot."""
 
@@ -45,6 +62,8 @@ class AgentSessionSpec(ApiModel):
         json_schema_extra=PRESERVE)
     context_snapshot: ContextSnapshot | None = Field(
         default=None, description="The resolved configuration, written by admission (server-owned).")
+    delegation: Delegation | None = Field(
+        default=None, description="Set on a child session created by a run's delegate tool (immutable).")
 
 
 class QueueStatus(ApiModel):

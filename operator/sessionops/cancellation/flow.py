@@ -38,7 +38,9 @@ def lease_live(execution: Execution, now: datetime.datetime) -> bool:
         and execution.lease_expires_at > now
 
 
-def decide(run: dict[str, Any], execution: Execution, *, now: datetime.datetime) -> CancelPlan:
+def decide(run: dict[str, Any], execution: Execution, *, now: datetime.datetime,
+           active_children: int = 0) -> CancelPlan:
+    """``active_children``: child turns of this run's delegations not yet finished."""
     plan = CancelPlan()
     status = run.get("status") or {}
     phase = status.get("phase")
@@ -50,6 +52,10 @@ def decide(run: dict[str, Any], execution: Execution, *, now: datetime.datetime)
         # Step 1: a cancelling run is never waiting, so no message can be taken for a resume value.
         plan.status = {"phase": RunPhase.CANCELLING.value, "waitpoint": None,
                        "cancellation": {"requestedAt": iso(now), "completedSteps": []}}
+        return plan
+    # Children first: a child must not outlive the turn that awaits it.
+    if active_children:
+        plan.wait_reason = f"waiting for {active_children} child turn(s) to be cancelled"
         return plan
     segments = status.get("segments") or []
     last = segments[-1] if segments else None

@@ -10,10 +10,12 @@ import logging
 from typing import Any
 
 from sessionops import checkpoints, metrics
+from sessionops.api.run import RunPhase
 from sessionops.api.snapshot import ContextSnapshot
 from sessionops.cancellation import flow
 from sessionops.cancellation.checkpoint_graph import checkpoint_graph
 from sessionops.cancellation.cleanup import STEPS, CleanupError, CleanupReport, cleanup_thread
+from sessionops.delegation import reconcile as delegation
 from sessionops.execution.segments import JobView
 from sessionops.kube import Kube
 from sessionops.locks import lock
@@ -59,7 +61,12 @@ async def _reconcile(kube: Kube, dsn: str, namespace: str, name: str,
     if run is None:
         return None
     now = now or datetime.datetime.now(datetime.UTC)
-    plan = flow.decide(run, await observe(kube, run), now=now)
+    # Cascading is repeated on every pass: cheap (absolute writes) and it catches a child
+    # admitted just before the cancel was requested.
+    active = 0
+    if (run.get("status") or {}).get("phase") == RunPhase.CANCELLING.value:
+        active = await delegation.cascade(kube, namespace, name, f"the parent run {name} was cancelled")
+    plan = flow.decide(run, await observe(kube, run), now=now, active_children=active)
     if plan.status:
         await kube.patch_status("agentruns", namespace, name, {"status": plan.status})
     if plan.delete_job:

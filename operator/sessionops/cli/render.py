@@ -46,7 +46,8 @@ def titled(title: str, table: Table) -> Group:
     return Group(Text(title, style="bold"), table)
 
 
-def waitpoint_table(waitpoint: dict[str, Any]) -> Group:
+def waitpoint_table(waitpoint: dict[str, Any], children: Sequence[dict[str, Any]] = ()) -> Group:
+    """``children``: the run's ``status.children`` (a Delegation's children as the operator sees them)."""
     kind = waitpoint.get("kind")
     if kind == "Approval":
         table = Table(expand=False)
@@ -74,9 +75,15 @@ def waitpoint_table(waitpoint: dict[str, Any]) -> Group:
             table.add_row(str(i), str(q.get("question")), ", ".join(q.get("options") or []) or "-", shape)
         return titled(f"Questions ({waitpoint.get('id')})", table)
     table = Table(expand=False)
-    table.add_column("CHILD SESSION")
-    for child in waitpoint.get("children") or []:
-        table.add_row(str(child))
+    table.add_column("CHILD SESSION", no_wrap=True)
+    table.add_column("NAME", no_wrap=True)
+    table.add_column("PHASE", no_wrap=True)
+    table.add_column("NEEDS", overflow="fold")
+    seen = {c.get("session"): c for c in children}
+    for session in waitpoint.get("children") or []:
+        child = seen.get(session, {})
+        needs = f"an answer at {child['waitingAt']}" if child.get("waitingAt") else child.get("heldBack") or ""
+        table.add_row(str(session), str(child.get("name") or "-"), str(child.get("phase") or "-"), needs or "-")
     return titled(f"Waiting for delegated sessions ({waitpoint.get('id')})", table)
 
 
@@ -235,7 +242,7 @@ def session_overview(session: dict[str, Any], runs: Sequence[dict[str, Any]], in
         parts.append(Text(f"resume the queue: {PLUGIN} continue {name}{ns}", style="dim"))
     waitpoint = ((active_run or {}).get("status") or {}).get("waitpoint")
     if active_run and (active_run.get("status") or {}).get("phase") == "Waiting" and waitpoint:
-        parts.append(waitpoint_table(waitpoint))
+        parts.append(waitpoint_table(waitpoint, (active_run.get("status") or {}).get("children") or []))
         parts.extend(Text(h, style="dim") for h in waitpoint_hints(active, waitpoint, ns))
     pending = [i for i in inputs if is_pending(i)]
     if pending:

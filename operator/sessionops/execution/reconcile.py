@@ -10,6 +10,9 @@ from typing import Any
 
 from sessionops.api.agent import WorkerSettings
 from sessionops.api.config import OperatorConfig
+from sessionops.api.run import RunPhase, WaitpointKind
+from sessionops.delegation import reconcile as delegation
+from sessionops.delegation import tree
 from sessionops.execution import jobs, segments
 from sessionops.kube import Kube
 from sessionops.locks import coalesced
@@ -40,12 +43,36 @@ async def _reconcile(kube: Kube, config: OperatorConfig, namespace: str, name: s
     job = await kube.get_job(namespace, last["job"]) if last else None
     session = run["spec"]["sessionRef"]["name"]
     inputs = await kube.list("agentinputs", namespace, f"{SESSION_LABEL}={session}")
-    plan = segments.decide(run, job, segments.pending_resumes(inputs, name),
-                           now=now or datetime.datetime.now(datetime.UTC),
+    now = now or datetime.datetime.now(datetime.UTC)
+    plan = segments.decide(run, job, segments.pending_resumes(inputs, name), now=now,
                            max_retries=config.worker.max_retries,
-                           start_timeout_seconds=config.worker.start_timeout_seconds)
+                           start_timeout_seconds=config.worker.start_timeout_seconds,
+                           delegation_due=await _delegation_due(kube, config, run, now))
     await apply(kube, config, run, plan)
     return plan
+
+
+async def _delegation_due(kube: Kube, config: OperatorConfig, run: dict[str, Any], now: datetime.datetime) -> bool:
+    """While a run waits on children: project them into its status; True once it may resume.
+    At the deadline the children still active are cancelled: nobody awaits their result."""
+    status = run.get("status") or {}
+    if status.get("phase") != RunPhase.WAITING.value or \
+            (status.get("waitpoint") or {}).get("kind") != WaitpointKind.DELEGATION.value:
+        return False
+    namespace, name = run["metadata"]["namespace"], run["metadata"]["name"]
+    children = await delegation.observe(kube, run)
+    due = tree.resume_due([c for _, c in children], since=tree.waiting_since(run), now=now,
+                          timeout_seconds=config.delegation_timeout_seconds)
+    was_cut = {c.get("session") for c in status.get("children") or [] if c.get("cutOff")}
+    wanted = [tree.child_status(given, child, cut_off=child.session_name in was_cut or
+                                (due.deadline_passed and not tree.ended(child))).dump()
+              for given, child in children]
+    if wanted != status.get("children"):
+        await kube.patch_status("agentruns", namespace, name, {"status": {"children": wanted}})
+    if due.deadline_passed:
+        await delegation.cascade(kube, namespace, name, f"the parent run {name} stopped waiting after "
+                                                        f"{config.delegation_timeout_seconds}s")
+    return due.due
 
 
 async def apply(kube: Kube, config: OperatorConfig, run: dict[str, Any], plan: segments.RunPlan) -> None:

@@ -9,7 +9,7 @@ import datetime
 from typing import Any
 
 from sessionops.api.input import InputKind, InputPhase
-from sessionops.api.run import TERMINAL_PHASES, RunPhase, SegmentKind
+from sessionops.api.run import TERMINAL_PHASES, RunPhase, SegmentKind, WaitpointKind
 from sessionops.timestamps import iso, parse
 
 # Outcomes of a segment (status.segments[].outcome).
@@ -70,8 +70,10 @@ def _next(segments: list[dict[str, Any]], kind: str, now: datetime.datetime, run
 
 
 def decide(run: dict[str, Any], job: dict[str, Any] | None, resume_inputs: list[dict[str, Any]], *,
-           now: datetime.datetime, max_retries: int, start_timeout_seconds: int) -> RunPlan:
-    """``job`` is the Job of the last segment; ``resume_inputs`` the pending Resume inputs naming this run."""
+           now: datetime.datetime, max_retries: int, start_timeout_seconds: int,
+           delegation_due: bool = False) -> RunPlan:
+    """``job`` is the Job of the last segment; ``resume_inputs`` the pending Resume inputs naming this run;
+    ``delegation_due``: a Delegation waitpoint may resume (its children ended or its deadline passed)."""
     plan = RunPlan()
     name = run["metadata"]["name"]
     status = run.get("status") or {}
@@ -126,6 +128,12 @@ def decide(run: dict[str, Any], job: dict[str, Any] | None, resume_inputs: list[
 
     if phase == RunPhase.WAITING.value:
         waitpoint = status.get("waitpoint") or {}
+        if waitpoint.get("kind") == WaitpointKind.DELEGATION.value:
+            # No input answers a delegation: the worker reads the children's outcomes.
+            if delegation_due:
+                segments, plan.start_segment = _next(segments, SegmentKind.RESUME.value, now, name)
+                plan.status = {"segments": segments, "phase": RunPhase.RUNNING.value}
+            return plan
         for inp in sorted(resume_inputs, key=lambda i: int((i.get("spec") or {}).get("sequence") or 0)):
             spec = inp.get("spec") or {}
             if spec.get("waitpointId") != waitpoint.get("id"):

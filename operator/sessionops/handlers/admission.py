@@ -11,11 +11,12 @@ from typing import Any
 import kopf
 
 from sessionops import GROUP, VERSION, metrics
-from sessionops.admission import agents, inputs, receipt, sessions
-from sessionops.admission.errors import Rejection, parse
+from sessionops.admission import agents, delegated, inputs, receipt, sessions
+from sessionops.admission.errors import FORBIDDEN, Rejection, parse
 from sessionops.api.input import AgentInputSpec, SubmittedBy
 from sessionops.api.session import AgentSessionSpec
 from sessionops.configuration import ConfigError
+from sessionops.delegation.names import PARENT_RUN_LABEL
 from sessionops.runtime import Runtime
 from sessionops.scheduling.names import INPUT_FINALIZER, SESSION_LABEL
 from sessionops.scheduling.reconcile import owner_reference
@@ -57,13 +58,15 @@ def _submitted_by(userinfo: dict[str, Any]) -> dict[str, Any]:
 @kopf.on.mutate(GROUP, VERSION, "agentsessions", id=MUTATE, operations=["CREATE", "UPDATE"])
 @functools.partial(measured, "AgentSession")
 async def mutate_session(body: kopf.Body, old: Any, operation: str, patch: kopf.Patch, memo: Any,
-                         warnings: list[str], **_: Any) -> None:
+                         warnings: list[str], userinfo: dict[str, Any], **_: Any) -> None:
     rt: Runtime = memo.runtime
     try:
         parse(AgentSessionSpec, {k: v for k, v in body.spec.items() if k != "contextSnapshot"})
         config = rt.config.current
-        if operation == "CREATE":
-            agent_name = (body.spec.get("agentRef") or {}).get("name", "")
+        agent_name = (body.spec.get("agentRef") or {}).get("name", "")
+        if operation == "CREATE" and body.spec.get("delegation"):
+            snapshot = await _admit_child(rt, body, patch, userinfo)
+        elif operation == "CREATE":
             agent = await rt.kube.get("agents", body.metadata.namespace, agent_name) if agent_name else None
             snapshot = sessions.session_snapshot_on_create(dict(body.spec), agent, config)
         else:
@@ -80,6 +83,49 @@ async def mutate_session(body: kopf.Body, old: Any, operation: str, patch: kopf.
             patch.spec["contextSnapshot"] = wanted
 
 
+async def _check_delegate(rt: Runtime, userinfo: dict[str, Any], namespace: str, run: str) -> None:
+    allowed, reason = await rt.kube.access_review(delegated.review_spec(userinfo, namespace, run))
+    if not allowed:
+        raise Rejection(delegated.FIELD, delegated.forbidden_message(userinfo, run, reason), FORBIDDEN)
+
+
+async def _admit_child(rt: Runtime, body: kopf.Body, patch: kopf.Patch, userinfo: dict[str, Any]) -> Any:
+    """A delegated child session: the parent run may delegate, the requester may act for it;
+    the snapshot is frozen now; tree labels and the parent run's ownerReference are added."""
+    namespace, spec = body.metadata.namespace, dict(body.spec)
+    run_name = spec["delegation"]["parentRun"]
+    parent = delegated.check_parent(await rt.kube.get("agentruns", namespace, run_name), run_name)
+    await _check_delegate(rt, userinfo, namespace, run_name)
+    agent_name = (spec.get("agentRef") or {}).get("name", "")
+    inherit = spec["delegation"].get("inherit", True)
+    agent = await rt.kube.get("agents", namespace, agent_name) if agent_name and not inherit else None
+    snapshot = delegated.child_snapshot(spec, parent, agent, rt.config.current)
+    parent_session = await rt.kube.get("agentsessions", namespace, parent["spec"]["sessionRef"]["name"])
+    labels = delegated.child_labels(parent, parent_session, rt.config.current.delegation_max_depth)
+    patch.metadata["labels"] = {**(body.metadata.labels or {}), **labels}
+    owners = [o for o in body.metadata.get("ownerReferences") or [] if o.get("uid") != parent["metadata"]["uid"]]
+    # Owned by the parent run: deleting the tree's root session removes the whole tree.
+    # No blockOwnerDeletion: with OwnerReferencesPermissionEnforcement it would require the
+    # worker to have update on agentruns/finalizers, and background deletion needs no block.
+    patch.metadata["ownerReferences"] = [*owners, {**owner_reference(parent), "blockOwnerDeletion": False}]
+    return snapshot
+
+
+async def _delegated_submitter(rt: Runtime, body: kopf.Body, userinfo: dict[str, Any]) -> dict[str, Any] | None:
+    """For an input labelled with a parent run: the parent's submitter (None: not delegated)."""
+    run_name = (body.metadata.labels or {}).get(PARENT_RUN_LABEL)
+    if not run_name:
+        return None
+    namespace = body.metadata.namespace
+    session = await rt.kube.get("agentsessions", namespace, (body.spec.get("sessionRef") or {}).get("name", ""))
+    parent = await rt.kube.get("agentruns", namespace, run_name)
+    first = (parent or {}).get("spec", {}).get("inputs") or []
+    first_input = await rt.kube.get("agentinputs", namespace, first[0]) if first else None
+    submitted = delegated.delegated_submitter(session, parent, run_name, first_input)
+    await _check_delegate(rt, userinfo, namespace, run_name)
+    return submitted
+
+
 @kopf.on.mutate(GROUP, VERSION, "agentinputs", id=MUTATE, operations=["CREATE", "UPDATE"])
 @functools.partial(measured, "AgentInput")
 async def mutate_input(body: kopf.Body, old: Any, operation: str, patch: kopf.Patch, memo: Any,
@@ -94,6 +140,7 @@ async def mutate_input(body: kopf.Body, old: Any, operation: str, patch: kopf.Pa
                         "the values sent were replaced")
     try:
         parse(AgentInputSpec, {k: v for k, v in body.spec.items() if k not in inputs.SERVER_OWNED})
+        on_behalf = await _delegated_submitter(rt, body, userinfo)
         allocated = await receipt.receive(rt.kube, rt.config.current, body.metadata.namespace, dict(body.spec),
                                           dry_run=dryrun)
     except Rejection as r:
@@ -102,7 +149,7 @@ async def mutate_input(body: kopf.Body, old: Any, operation: str, patch: kopf.Pa
         raise kopf.AdmissionError(f"sessionops has no valid configuration yet: {e}", code=503) from None
     patch.spec["sequence"] = allocated.sequence
     patch.spec["contextSnapshot"] = allocated.receipt.snapshot.dump()
-    patch.spec["submittedBy"] = _submitted_by(userinfo)
+    patch.spec["submittedBy"] = on_behalf or _submitted_by(userinfo)
     if allocated.receipt.delivery is not None:
         patch.spec["delivery"] = allocated.receipt.delivery
     # Listed by session label; deleted with the session; a pending input's deletion
@@ -115,14 +162,23 @@ async def mutate_input(body: kopf.Body, old: Any, operation: str, patch: kopf.Pa
 
 
 @kopf.on.validate(GROUP, VERSION, "agentinputs", id=VALIDATE, operations=["CREATE", "UPDATE"])
-def validate_input(body: kopf.Body, old: Any, operation: str, userinfo: dict[str, Any], **_: Any) -> None:
-    """Server-owned fields: present on CREATE (the mutating webhook ran), unchanged on UPDATE."""
+async def validate_input(body: kopf.Body, old: Any, operation: str, userinfo: dict[str, Any], memo: Any,
+                         **_: Any) -> None:
+    """Server-owned fields: present on CREATE (the mutating webhook ran), unchanged on UPDATE.
+    ``submittedBy`` is the requester, or for a delegated input the parent run's submitter."""
     if operation == "CREATE":
         for key in inputs.SERVER_OWNED:
             if body.spec.get(key) is None:
                 raise kopf.AdmissionError(f"spec.{key}: missing: the input was not admitted by the "
                                           "sessionops mutating webhook", code=422)
-        if (body.spec.get("submittedBy") or {}).get("username") != userinfo.get("username"):
+        try:
+            on_behalf = await _delegated_submitter(memo.runtime, body, userinfo)
+        except Rejection as r:
+            raise _deny(r) from None
+        if on_behalf is not None:
+            if body.spec.get("submittedBy") != on_behalf:
+                raise kopf.AdmissionError("spec.submittedBy: must be the parent run's submitter", code=422)
+        elif (body.spec.get("submittedBy") or {}).get("username") != userinfo.get("username"):
             raise kopf.AdmissionError("spec.submittedBy: must be the requesting user", code=422)
     else:
         for key in inputs.SERVER_OWNED:

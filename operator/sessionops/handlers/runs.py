@@ -8,6 +8,7 @@ import kopf
 
 from sessionops import GROUP, VERSION
 from sessionops.cancellation.reconcile import reconcile_cancel
+from sessionops.delegation.names import PARENT_RUN_LABEL
 from sessionops.execution.reconcile import reconcile_run
 from sessionops.runtime import Runtime
 from sessionops.scheduling.names import RUN_LABEL
@@ -18,6 +19,19 @@ async def run_event(name: str, namespace: str, type: str | None, memo: Any, **_:
     rt: Runtime = memo.runtime
     if type != "DELETED":
         await reconcile_run(rt.kube, rt.config.current, namespace, name)
+
+
+@kopf.on.event(GROUP, VERSION, "agentruns", labels={PARENT_RUN_LABEL: kopf.PRESENT})
+async def child_run_event(labels: kopf.Labels, namespace: str, memo: Any, **_: Any) -> None:
+    """A child turn moved: its parent may resume, or its cancellation may go on."""
+    rt: Runtime = memo.runtime
+    parent = await rt.kube.get("agentruns", namespace, labels[PARENT_RUN_LABEL])
+    if parent is None:
+        return
+    if (parent.get("spec") or {}).get("cancel"):
+        await reconcile_cancel(rt.kube, rt.settings.database_url, namespace, parent["metadata"]["name"])
+    else:
+        await reconcile_run(rt.kube, rt.config.current, namespace, parent["metadata"]["name"])
 
 
 @kopf.on.event("batch", "v1", "jobs", labels={RUN_LABEL: kopf.PRESENT})

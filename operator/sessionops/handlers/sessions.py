@@ -8,8 +8,17 @@ from typing import Any
 import kopf
 
 from sessionops import GROUP, VERSION, checkpoints, phases
+from sessionops.api.run import TERMINAL_PHASES, RunPhase
+from sessionops.delegation.names import TREE_LABEL
 from sessionops.runtime import Runtime
-from sessionops.scheduling.reconcile import reconcile_session, release_orphan
+from sessionops.scheduling.reconcile import reconcile_session, release_orphan, wake_held_back
+
+FREES_A_SLOT = TERMINAL_PHASES | {RunPhase.WAITING.value}
+"""Run phases that no longer count against the tree's bound."""
+
+
+def _bound(memo: Any) -> int:
+    return memo.runtime.config.current.delegation_concurrency
 
 
 @kopf.on.event(GROUP, VERSION, "agentsessions")
@@ -17,7 +26,7 @@ async def session_changed(body: kopf.Body, name: str, namespace: str, type: str 
                           **_: Any) -> None:
     await phases.observe(memo.runtime.kube, dict(body), deleted=type == "DELETED")
     if type != "DELETED":
-        await reconcile_session(memo.runtime.kube, namespace, name)
+        await reconcile_session(memo.runtime.kube, namespace, name, _bound(memo))
 
 
 @kopf.on.event(GROUP, VERSION, "agentinputs")
@@ -26,7 +35,7 @@ async def input_changed(body: kopf.Body, spec: kopf.Spec, namespace: str, memo: 
         return
     session = (spec.get("sessionRef") or {}).get("name")
     if session:
-        await reconcile_session(memo.runtime.kube, namespace, session)
+        await reconcile_session(memo.runtime.kube, namespace, session, _bound(memo))
 
 
 @kopf.on.event(GROUP, VERSION, "agentruns")
@@ -35,14 +44,17 @@ async def run_changed(body: kopf.Body, spec: kopf.Spec, namespace: str, type: st
     await phases.observe(memo.runtime.kube, dict(body), deleted=type == "DELETED")
     session = (spec.get("sessionRef") or {}).get("name")
     if session:
-        await reconcile_session(memo.runtime.kube, namespace, session)
+        await reconcile_session(memo.runtime.kube, namespace, session, _bound(memo))
+    root = (body.metadata.labels or {}).get(TREE_LABEL)
+    if root and (type == "DELETED" or (body.get("status") or {}).get("phase") in FREES_A_SLOT):
+        await wake_held_back(memo.runtime.kube, namespace, root, _bound(memo))
 
 
 @kopf.timer(GROUP, VERSION, "agentsessions", interval=30, idle=10)
 async def session_resync(name: str, namespace: str, memo: Any, **_: Any) -> None:
     """A safety net: a missed event is repaired within the interval."""
     rt: Runtime = memo.runtime
-    await reconcile_session(rt.kube, namespace, name)
+    await reconcile_session(rt.kube, namespace, name, _bound(memo))
 
 
 @kopf.on.delete(GROUP, VERSION, "agentsessions")

@@ -7,7 +7,8 @@ OpenAI payloads (`protocol`), and the aiohttp server with its CLI (`server`,
 scenario files and serving HTTP.
 
 The answer to a request is chosen by the number of assistant messages already in its
-history, so a retried call gets the same answer (ARCHITECTURE.md, section 1.3).
+history, so a retried call gets the same answer (ARCHITECTURE.md, section 1.3); a
+scenario's `branches` pick a different list of answers by the first user message.
 """
 
 from sessionops.replay.history import HistoryError, validate_history

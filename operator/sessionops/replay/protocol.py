@@ -4,8 +4,11 @@ Everything a client can observe is derived from the scenario, the response index
 the request, never from a clock or a random source (except `created`), so a retried
 request gets a byte-identical answer apart from that timestamp:
 
-1. tool call ids are `call_<scenario>_<index>_<position>`;
-2. the completion id is a hash of the scenario, the index and the request's messages;
+0. the conversation is the scenario's main line or its first branch whose `match`
+   occurs in the request's first user message (`select_conversation`); its label is
+   the scenario name, or `<scenario>.b<branch index>` for a branch;
+1. tool call ids are `call_<label>_<index>_<position>`;
+2. the completion id is a hash of the label, the index and the request's messages;
 3. token counts are estimated as ceil(characters / 4) per text (see `usage`).
 """
 
@@ -16,7 +19,7 @@ import json
 import math
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from sessionops.replay.scenarios import Response, Scenario
 
@@ -25,13 +28,52 @@ SYSTEM_FINGERPRINT = "sessionops-replay"
 ARGUMENT_PIECE = 12
 
 
-def select_response(scenario: Scenario, index: int) -> Response | None:
-    """The response at `index`, the fallback text past the end, or None when exhausted."""
-    if index < len(scenario.responses):
-        return scenario.responses[index]
-    if scenario.fallbackContent is not None:
-        return Response(content=scenario.fallbackContent)
+class Conversation(NamedTuple):
+    """The responses answering one conversation: a scenario's main line or one branch."""
+
+    label: str  # the scenario name, or `<name>.b<branch>`; used in tool call and completion ids
+    branch: int | None  # index into `scenario.branches`, None for the main line
+    responses: Sequence[Response]
+    fallbackContent: str | None
+
+    def response(self, index: int) -> Response | None:
+        """The response at `index`, the fallback text past the end, or None when exhausted."""
+        if index < len(self.responses):
+            return self.responses[index]
+        if self.fallbackContent is not None:
+            return Response(content=self.fallbackContent)
+        return None
+
+
+def first_user_message(messages: Sequence[Any]) -> str | None:
+    """The text of the first `user` message (list content: text parts joined by newlines)."""
+    for message in messages:
+        if isinstance(message, dict) and message.get("role") == "user":
+            content = message.get("content")
+            if isinstance(content, list):
+                return "\n".join(
+                    part["text"]
+                    for part in content
+                    if isinstance(part, dict)
+                    and part.get("type") == "text"
+                    and isinstance(part.get("text"), str)
+                )
+            return content if isinstance(content, str) else ""
     return None
+
+
+def select_conversation(scenario: Scenario, first_user_text: str | None) -> Conversation:
+    """The first branch whose `match` occurs in `first_user_text`, else the main line."""
+    if first_user_text is not None:
+        for i, branch in enumerate(scenario.branches):
+            if branch.match in first_user_text:
+                return Conversation(f"{scenario.name}.b{i}", i, branch.responses, branch.fallbackContent)
+    return Conversation(scenario.name, None, scenario.responses, scenario.fallbackContent)
+
+
+def select_response(scenario: Scenario, index: int, *, first_user_text: str | None = None) -> Response | None:
+    """The response at `index` of the conversation `first_user_text` selects (see above)."""
+    return select_conversation(scenario, first_user_text).response(index)
 
 
 def tool_call_id(scenario: str, index: int, position: int) -> str:

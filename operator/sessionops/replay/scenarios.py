@@ -11,9 +11,24 @@ A scenario is a list of canned assistant responses. Files are YAML or JSON::
         usage: {promptTokens: 10, completionTokens: 2}   # optional override
         delaySeconds: 0.5            # optional: answer late (an in-flight model call)
     fallbackContent: "..."           # optional: answer for requests past the end
+    branches:                        # optional: other conversations, checked in order
+      - match: "summarize"           # substring of the conversation's first user message
+        responses:                   # same format as above, at least one
+          - content: "Summary: ..."
+        fallbackContent: "..."       # optional, for this branch only
 
 A response has `content`, `toolCalls`, or both. Unknown fields are rejected, so a typo
 fails loading instead of silently replaying something else.
+
+Branches let one scenario answer several conversations, e.g. an agent and the child
+sessions it delegates to with the same model: a request is answered from the first
+branch whose `match` occurs (case-sensitive) in the text of the first `user` message
+of its history (list content: its text parts joined by newlines), otherwise from the
+top-level `responses`. Within the chosen conversation the response index is still the
+number of assistant messages in the history, and a branch falls back to its own
+`fallbackContent` only. A branch's tool call ids carry `.b<branch index>` after the
+scenario name (`call_<name>.b0_<index>_<position>`), so they never equal the main
+conversation's ids.
 """
 
 from __future__ import annotations
@@ -65,6 +80,16 @@ class Response(_Strict):
         return self
 
 
+class Branch(_Strict):
+    match: str = Field(
+        min_length=1, description="Substring of the first user message that selects this branch."
+    )
+    responses: list[Response] = Field(min_length=1)
+    fallbackContent: str | None = Field(
+        default=None, description="Text answer past this branch's last response."
+    )
+
+
 class Scenario(_Strict):
     name: str = Field(pattern=NAME_PATTERN)
     description: str | None = None
@@ -72,6 +97,10 @@ class Scenario(_Strict):
     fallbackContent: str | None = Field(
         default=None,
         description="Text answer for requests past the last response; without it they get a 400.",
+    )
+    branches: list[Branch] = Field(
+        default_factory=list,
+        description="Conversations selected by their first user message; the first match wins.",
     )
 
 

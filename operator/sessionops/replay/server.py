@@ -8,8 +8,12 @@ Routes:
     GET    /scenarios, POST /scenarios                     list / register (replaces by name)
     GET    /healthz
 
-A request past the end of its scenario gets a 400 (`code: scenario_exhausted`) unless
-the scenario sets `fallbackContent`: running out of script is a test failure, not an
+The answer comes from the scenario's branch whose `match` occurs in the request's first
+user message, or its main line (`protocol.select_conversation`); each record names the
+scenario and the `branch` (its index, or null for the main line).
+
+A request past the end of its conversation gets a 400 (`code: scenario_exhausted`)
+unless it sets `fallbackContent`: running out of script is a test failure, not an
 answer to guess.
 """
 
@@ -51,6 +55,9 @@ def _error(
     return web.json_response(protocol.error_body(message, type=type, code=code, param=param), status=status)
 
 
+STOP_GRACE_SECONDS = 1.0
+
+
 class ReplayServer:
     """Scenarios, the request record and the aiohttp application serving them.
 
@@ -87,7 +94,9 @@ class ReplayServer:
         return self.scenarios.get(model.removeprefix(MODEL_PREFIX))
 
     async def start(self) -> str:
-        self.runner = web.AppRunner(self.app, access_log=None)
+        # Stopping does not wait for delayed answers still in flight (a cancelled turn's
+        # worker is gone; its request may sleep for a minute).
+        self.runner = web.AppRunner(self.app, access_log=None, shutdown_timeout=STOP_GRACE_SECONDS)
         await self.runner.setup()
         site = web.TCPSite(self.runner, self.host, self.port)
         await site.start()
@@ -129,6 +138,7 @@ class ReplayServer:
         index: int | None,
         status: int,
         error: str | None,
+        branch: int | None = None,
     ) -> None:
         self._seq += 1
         body = body if isinstance(body, dict) else {}
@@ -140,6 +150,7 @@ class ReplayServer:
                 "path": request.path,
                 "model": body.get("model"),
                 "scenario": scenario,
+                "branch": branch,
                 "index": index,
                 "status": status,
                 "error": error,
@@ -152,9 +163,10 @@ class ReplayServer:
             }
         )
         logger.info(
-            "%s %s[%s] -> %s%s",
+            "%s %s%s[%s] -> %s%s",
             request.path,
             scenario or body.get("model"),
+            "" if branch is None else f".b{branch}",
             index,
             status,
             f": {error}" if error else "",
@@ -168,8 +180,12 @@ class ReplayServer:
             self._record(request, None, scenario=None, index=None, status=400, error=f"invalid JSON: {e}")
             return _error(400, f"We could not parse the JSON body of your request: {e}")
 
-        def reject(status: int, message: str, *, scenario: str | None = None, **kw: Any) -> web.Response:
-            self._record(request, body, scenario=scenario, index=None, status=status, error=message)
+        def reject(
+            status: int, message: str, *, scenario: str | None = None, branch: int | None = None, **kw: Any
+        ) -> web.Response:
+            self._record(
+                request, body, scenario=scenario, branch=branch, index=None, status=status, error=message
+            )
             return _error(status, message, **kw)
 
         if not isinstance(body, dict):
@@ -205,25 +221,40 @@ class ReplayServer:
                 param="stream_options",
             )
 
+        conversation = protocol.select_conversation(scenario, protocol.first_user_message(messages))
         index = count_assistant_messages(messages)
-        response = protocol.select_response(scenario, index)
+        response = conversation.response(index)
         if response is None:
+            where = (
+                ""
+                if conversation.branch is None
+                else f" (branch {conversation.branch}, match {scenario.branches[conversation.branch].match!r})"
+            )
             return reject(
                 400,
-                f"replay scenario {scenario.name!r} is exhausted: it has {len(scenario.responses)} responses "
-                f"and the history already holds {index} assistant messages, so it asks for response index "
-                f"{index} (0-based); add responses or set fallbackContent",
+                f"replay scenario {scenario.name!r}{where} is exhausted: it has {len(conversation.responses)} "
+                f"responses and the history already holds {index} assistant messages, so it asks for "
+                f"response index {index} (0-based); add responses or set fallbackContent",
                 scenario=scenario.name,
+                branch=conversation.branch,
                 code="scenario_exhausted",
             )
 
-        self._record(request, body, scenario=scenario.name, index=index, status=200, error=None)
+        self._record(
+            request,
+            body,
+            scenario=scenario.name,
+            branch=conversation.branch,
+            index=index,
+            status=200,
+            error=None,
+        )
         if response.delaySeconds:
             await asyncio.sleep(response.delaySeconds)
 
-        tool_calls = protocol.openai_tool_calls(scenario.name, index, response)
+        tool_calls = protocol.openai_tool_calls(conversation.label, index, response)
         common = {
-            "completion_id": protocol.completion_id(scenario.name, index, messages),
+            "completion_id": protocol.completion_id(conversation.label, index, messages),
             "model": model,
             "created": int(time.time()),
             "response": response,

@@ -90,7 +90,10 @@ def pause_reason(runs: list[dict[str, Any]], inputs: list[dict[str, Any]]) -> st
     return f'turn "{_name(last)}" {verb}: send a Continue input to resume the queue'
 
 
-def decide(session: dict[str, Any], inputs: list[dict[str, Any]], runs: list[dict[str, Any]]) -> Plan:
+def decide(session: dict[str, Any], inputs: list[dict[str, Any]], runs: list[dict[str, Any]],
+           held_back: str | None = None) -> Plan:
+    """``held_back``: why the session may not start a turn now (its delegation tree is at its
+    bound); pending inputs then stay pending and the reason shows in the queue status."""
     plan = Plan()
     name = _name(session)
     by_name = {_name(r): r for r in runs}
@@ -121,7 +124,8 @@ def decide(session: dict[str, Any], inputs: list[dict[str, Any]], runs: list[dic
     pending = sorted((i for i in inputs if is_pending(i) and _name(i) not in plan.consume
                       and (_spec(i).get("kind") or InputKind.MESSAGE.value) == InputKind.MESSAGE.value),
                      key=queue_order)
-    if not active and reason is None and pending:
+    waiting_for_room = not active and reason is None and bool(pending) and held_back is not None
+    if not active and reason is None and pending and not waiting_for_room:
         head = pending[0]
         if _spec(head).get("delivery") == Delivery.STEER.value:
             batch = [i for i in pending if _spec(i).get("delivery") == Delivery.STEER.value]
@@ -139,6 +143,7 @@ def decide(session: dict[str, Any], inputs: list[dict[str, Any]], runs: list[dic
             for inp in batch:
                 plan.consume[_name(inp)] = new_name
     plan.status = project_status(session, active, plan, reason, pending)
+    plan.status["queue"]["heldBack"] = held_back if waiting_for_room else None
     return plan
 
 

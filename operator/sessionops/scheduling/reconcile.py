@@ -13,13 +13,18 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from sessionops import API_VERSION, metrics
+from sessionops.api.config import OperatorConfig
+from sessionops.delegation import tree
+from sessionops.delegation.names import PARENT_RUN_LABEL, PARENT_SESSION_LABEL, TREE_LABEL, tree_root
 from sessionops.kube import Conflict, Kube
-from sessionops.locks import coalesced
+from sessionops.locks import coalesced, lock
 from sessionops.scheduling import queue
 from sessionops.scheduling.names import CLAIMED_AT_LABEL, INPUT_FINALIZER, SEQUENCE_LABEL, SESSION_LABEL
 from sessionops.timestamps import parse
 
 logger = logging.getLogger(__name__)
+
+DEFAULT_TREE_BOUND = OperatorConfig.model_fields["delegation_concurrency"].default
 
 
 
@@ -29,11 +34,15 @@ def owner_reference(obj: dict[str, Any], *, controller: bool = True) -> dict[str
 
 
 def run_body(session: dict[str, Any], new: queue.NewRun) -> dict[str, Any]:
+    # Runs carry their tree (counted against its bound) and, in a child, the delegating run.
+    session_labels = session["metadata"].get("labels") or {}
+    tree_labels = {k: session_labels[k] for k in (PARENT_RUN_LABEL, PARENT_SESSION_LABEL) if k in session_labels}
     return {
         "apiVersion": API_VERSION, "kind": "AgentRun",
         "metadata": {"name": new.name, "namespace": session["metadata"]["namespace"],
                      "labels": {SESSION_LABEL: session["metadata"]["name"], SEQUENCE_LABEL: str(new.head_sequence),
-                                CLAIMED_AT_LABEL: str(new.claimed_at)},
+                                CLAIMED_AT_LABEL: str(new.claimed_at), TREE_LABEL: tree_root(session),
+                                **tree_labels},
                      "ownerReferences": [owner_reference(session)]},
         "spec": {"sessionRef": {"name": session["metadata"]["name"]}, "inputs": new.inputs,
                  "contextSnapshot": new.snapshot, "cancel": False},
@@ -54,20 +63,41 @@ def _status_changed(current: dict[str, Any], wanted: dict[str, Any]) -> bool:
     return not _same(current, wanted)
 
 
-async def reconcile_session(kube: Kube, namespace: str, name: str) -> queue.Plan | None:
-    return await coalesced("session", namespace, name, lambda: _reconcile(kube, namespace, name))
+async def reconcile_session(kube: Kube, namespace: str, name: str,
+                            tree_bound: int = DEFAULT_TREE_BOUND) -> queue.Plan | None:
+    return await coalesced("session", namespace, name, lambda: _reconcile(kube, namespace, name, tree_bound))
 
 
-async def _reconcile(kube: Kube, namespace: str, name: str) -> queue.Plan | None:
+async def _reconcile(kube: Kube, namespace: str, name: str, tree_bound: int) -> queue.Plan | None:
     session = await kube.get("agentsessions", namespace, name)
     if session is None:
         return None
+    if TREE_LABEL not in (session["metadata"].get("labels") or {}):
+        return await _pass(kube, session, None)
+    # A child: counting the tree's running turns and claiming must not interleave with a
+    # sibling's, or two siblings could both take the last slot.
+    root = tree_root(session)
+    async with lock("tree", namespace, root):
+        running = tree.running_turns(await kube.list("agentruns", namespace, f"{TREE_LABEL}={root}"))
+        return await _pass(kube, session, tree.held_back(root, running, tree_bound))
+
+
+async def _pass(kube: Kube, session: dict[str, Any], held_back: str | None) -> queue.Plan:
+    namespace, name = session["metadata"]["namespace"], session["metadata"]["name"]
     selector = f"{SESSION_LABEL}={name}"
     inputs, runs = await asyncio.gather(kube.list("agentinputs", namespace, selector),
                                         kube.list("agentruns", namespace, selector))
-    plan = queue.decide(session, inputs, runs)
+    plan = queue.decide(session, inputs, runs, held_back)
     await apply(kube, session, inputs, plan)
     return plan
+
+
+async def wake_held_back(kube: Kube, namespace: str, root: str, tree_bound: int) -> None:
+    """A turn of the tree finished or started waiting: sessions held back by its bound may
+    claim now. Each is an ordinary (idempotent) pass."""
+    for session in await kube.list("agentsessions", namespace, f"{TREE_LABEL}={root}"):
+        if ((session.get("status") or {}).get("queue") or {}).get("heldBack"):
+            await reconcile_session(kube, namespace, session["metadata"]["name"], tree_bound)
 
 
 async def apply(kube: Kube, session: dict[str, Any], inputs: list[dict[str, Any]], plan: queue.Plan) -> None:

@@ -101,9 +101,8 @@ class WorkerEnv:
                 temperature=number("SESSIONOPS_MODEL_TEMPERATURE", None, float),
                 api_key=env.get("SESSIONOPS_MODEL_API_KEY", "").strip() or None,
             )
+        # A Resume segment without an input answers a Delegation waitpoint (children's outcomes).
         resume = env.get("SESSIONOPS_RESUME_INPUT", "").strip() or None
-        if kind == SegmentKind.RESUME and resume is None:
-            raise EnvError("SESSIONOPS_RESUME_INPUT is required for a Resume segment")
         return cls(
             namespace=required("SESSIONOPS_NAMESPACE"),
             run=required("SESSIONOPS_RUN"),

@@ -38,6 +38,14 @@ OWNED_BY_CANCELLATION = frozenset({RunPhase.CANCELLING.value, RunPhase.CANCELLED
 FINAL = frozenset({RunPhase.SUCCEEDED.value, RunPhase.FAILED.value, *OWNED_BY_CANCELLATION})
 
 
+def status_message(body: str | None) -> str:
+    """The ``message`` of a Kubernetes Status body (what admission said), or ''."""
+    try:
+        return str((json.loads(body or "") or {}).get("message") or "")
+    except (ValueError, AttributeError):
+        return ""
+
+
 class Conflict(Exception):
     """409: the object changed since it was read (or the name exists)."""
 
@@ -84,7 +92,7 @@ class WorkerKube:
                 ApiException.from_response(http_resp=response, body=text, data=None)
             except ApiException as e:
                 if e.status == 409:
-                    raise Conflict(str(e.reason)) from e
+                    raise Conflict(status_message(text) or str(e.reason)) from e
                 raise
         return json.loads(text) if text else {}
 
@@ -100,6 +108,15 @@ class WorkerKube:
     # Our custom resources.
     def get(self, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
         return self.read(f"{CUSTOM}/namespaces/{namespace}/{plural}/{name}")
+
+    def list(self, plural: str, namespace: str, label_selector: str) -> list[dict[str, Any]]:
+        result = self.request("GET", f"{CUSTOM}/namespaces/{namespace}/{plural}",
+                              query={"labelSelector": label_selector})
+        return list(result.get("items") or [])
+
+    def create(self, plural: str, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        """POST through admission; ``Conflict`` when the name exists."""
+        return self.request("POST", f"{CUSTOM}/namespaces/{namespace}/{plural}", body=body)
 
     def list_inputs(self, namespace: str, session: str) -> list[dict[str, Any]]:
         result = self.request("GET", f"{CUSTOM}/namespaces/{namespace}/agentinputs",

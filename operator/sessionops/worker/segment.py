@@ -42,12 +42,20 @@ from urllib3.exceptions import HTTPError
 
 from sessionops import checkpoints, logs
 from sessionops.agent.builder import AgentNodes, build_agent
+from sessionops.agent.delegate import delegate_tool
 from sessionops.agent.steering import SteeringMiddleware
-from sessionops.agent.waitpoints import ResumeInvalid, build_resume, waitpoint_from_state
-from sessionops.api.run import Usage
+from sessionops.agent.waitpoints import (
+    ResumeInvalid,
+    build_delegation_resume,
+    build_resume,
+    delegation_children,
+    waitpoint_from_state,
+)
+from sessionops.api.run import SegmentKind, Usage, WaitpointKind
 from sessionops.api.snapshot import ContextSnapshot
 from sessionops.worker import outcome, plan, thread
 from sessionops.worker.access import Access, agent_check, subjects_of
+from sessionops.worker.delegation import Dispatcher
 from sessionops.worker.env import EnvError, WorkerEnv
 from sessionops.worker.k8s import WorkerKube, writable
 from sessionops.worker.lease import LeaseLost, LeaseUnavailable, SessionLease, worker_identity
@@ -119,7 +127,10 @@ class Segment:
             where = ", ".join(".".join(map(str, err["loc"])) for err in e.errors()) or "?"
             return self._report(outcome.failed(outcome.INVALID_SNAPSHOT, f"spec.contextSnapshot is invalid at {where}"))
         inputs = [i for name in run["spec"]["inputs"] if (i := self.kube.get("agentinputs", env.namespace, name))]
-        resume_name = env.resume_input or plan.last_resume_input((run.get("status") or {}).get("segments") or [])
+        # A Retry may still have to deliver its run's last Resume input; a Resume segment
+        # without an input answers a Delegation waitpoint with the children's outcomes.
+        resume_name = env.resume_input or (plan.last_resume_input((run.get("status") or {}).get("segments") or [])
+                                           if env.kind == SegmentKind.RETRY.value else None)
         resume = self.kube.get("agentinputs", env.namespace, resume_name) if resume_name else None
         access = Access(self.kube, env.namespace, subjects_of([*inputs, *([resume] if resume else [])]))
 
@@ -149,11 +160,14 @@ class Segment:
             mcp_tools = mcp.load(server_connections(snapshot.mcp_servers, access=access, kube=self.kube,
                                                     namespace=env.namespace))
             saver = PostgresSaver(conn)
+            dispatcher = Dispatcher(self.kube, env.namespace, env.run, snapshot, access)
             graph = build_agent(snapshot, model=model, workdir=Path(env.workdir), checkpointer=saver,
-                                skills=skills, extra_tools=mcp_tools, steering=steering,
-                                tool_filter=access.tool_filter)
+                                skills=skills, extra_tools=[*mcp_tools, delegate_tool(dispatcher.dispatch)],
+                                steering=steering, tool_filter=access.tool_filter)
             config = thread.run_config(thread_id, env.run, env.segment_name, snapshot.max_execution_steps)
-            verdict = self._execute(graph, saver, config, thread_id, inputs, resume, snapshot)
+            cut_off = {c.get("session") for c in (run.get("status") or {}).get("children") or [] if c.get("cutOff")}
+            verdict = self._execute(graph, saver, config, thread_id, inputs, resume, snapshot,
+                                    lambda children: dispatcher.outcomes(children, cut_off))
             if verdict is None:
                 # Tasks pend without an interrupt after the graph returned: langgraph stopped
                 # early. Not a verdict: let the operator retry from the checkpoint.
@@ -174,7 +188,8 @@ class Segment:
 
     def _execute(self, graph: CompiledStateGraph, saver: PostgresSaver, config: dict[str, Any], thread_id: str,
                  inputs: list[dict[str, Any]], resume: dict[str, Any] | None,
-                 snapshot: ContextSnapshot) -> Verdict | None:
+                 snapshot: ContextSnapshot,
+                 outcomes: Callable[[list[str]], dict[str, Any]]) -> Verdict | None:
         state = graph.get_state(config)
         waitpoint = waitpoint_from_state(state)
         step = plan.plan_segment(self.env.kind, turn_started=thread.turn_started(saver, thread_id, self.env.run),
@@ -186,6 +201,10 @@ class Segment:
                 if (closed := thread.close_leftovers(graph, thread_id)) is not None:
                     self.log("closed an earlier turn's open calls: %s", ", ".join(closed.committed) or "none")
                 graph.invoke({"messages": plan.start_messages(inputs)}, config, durability="sync")
+            elif step.action == plan.Action.RESUME and resume is None and waitpoint is not None \
+                    and waitpoint.kind == WaitpointKind.DELEGATION.value:
+                command = build_delegation_resume(state, outcomes(delegation_children(state)))
+                graph.invoke(command, config, durability="sync")
             elif step.action == plan.Action.RESUME:
                 spec = (resume or {}).get("spec") or {}
                 command: Command = build_resume(state, waitpoint_id=spec.get("waitpointId"),

@@ -1,0 +1,111 @@
+"""Admission of what a ``delegate`` call creates (pure): the child session and its input.
+
+A child session names its parent run in ``spec.delegation``. It is admitted only while that
+run is active, and only for a requester who may ``delegate`` on that run (checked by the
+adapter with a SubjectAccessReview; the chart grants it to the worker ServiceAccount).
+Its snapshot is frozen here, at dispatch: the parent run's own snapshot when it inherits
+(never the parent session's current one), else the named Agent's context resolved now with
+the parent run's approval mode. The delegated input (labelled with the parent run) acts
+for the parent run's submitter, not for the worker that created it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sessionops.admission.errors import CONFLICT, NOT_FOUND, Rejection
+from sessionops.admission.sessions import session_snapshot_on_create
+from sessionops.api.config import OperatorConfig
+from sessionops.api.run import TERMINAL_PHASES
+from sessionops.api.snapshot import ContextSnapshot
+from sessionops.delegation.names import (
+    DELEGATE_VERB,
+    DEPTH_LABEL,
+    PARENT_RUN_LABEL,
+    PARENT_SESSION_LABEL,
+    TREE_LABEL,
+    depth,
+    tree_root,
+)
+
+FIELD = "spec.delegation.parentRun"
+
+
+def check_parent(parent: dict[str, Any] | None, name: str) -> dict[str, Any]:
+    """The parent run, if it may still delegate (it exists and its turn is active)."""
+    if parent is None:
+        raise Rejection(FIELD, f'agentrun "{name}" not found in this namespace', NOT_FOUND)
+    phase = (parent.get("status") or {}).get("phase")
+    if phase in TERMINAL_PHASES or (parent.get("spec") or {}).get("cancel") or \
+            parent.get("metadata", {}).get("deletionTimestamp"):
+        raise Rejection(FIELD, f'agentrun "{name}" is not active (phase {phase}): it can no longer delegate',
+                        CONFLICT)
+    return parent
+
+
+def review_spec(userinfo: dict[str, Any], namespace: str, run: str) -> dict[str, Any]:
+    """SubjectAccessReview: may the requester ``delegate`` on this run?"""
+    spec: dict[str, Any] = {"user": userinfo.get("username", ""), "groups": list(userinfo.get("groups") or []),
+                            "resourceAttributes": {"namespace": namespace, "verb": DELEGATE_VERB,
+                                                   "group": "sessionops.dev", "resource": "agentruns",
+                                                   "name": run}}
+    if userinfo.get("uid"):
+        spec["uid"] = userinfo["uid"]
+    if userinfo.get("extra"):
+        spec["extra"] = {k: list(v) for k, v in userinfo["extra"].items()}
+    return spec
+
+
+def forbidden_message(userinfo: dict[str, Any], run: str, reason: str) -> str:
+    return (f'{userinfo.get("username", "?")} may not {DELEGATE_VERB} on agentrun "{run}"'
+            + (f": {reason}" if reason else ""))
+
+
+def child_snapshot(spec: dict[str, Any], parent: dict[str, Any], agent: dict[str, Any] | None,
+                   config: OperatorConfig) -> ContextSnapshot:
+    """The child's frozen configuration."""
+    parent_snapshot = ContextSnapshot.model_validate(parent["spec"]["contextSnapshot"])
+    approval = parent_snapshot.approval_mode
+    if (spec.get("delegation") or {}).get("inherit", True):
+        for key in ("model", "approvalMode", "context"):
+            if spec.get(key):
+                raise Rejection(f"spec.{key}", "an inheriting child runs with its parent run's configuration: "
+                                               "omit the field")
+        source = parent_snapshot.source.agent_name if parent_snapshot.source else ""
+        if (spec.get("agentRef") or {}).get("name") != source:
+            raise Rejection("spec.agentRef.name", f'an inheriting child runs its parent run\'s agent "{source}"')
+        return parent_snapshot.model_copy(deep=True)
+    if spec.get("approvalMode") not in (None, approval):
+        raise Rejection("spec.approvalMode", f"a delegated child runs with its parent run's approval mode "
+                                             f"({approval})")
+    return session_snapshot_on_create({**spec, "approvalMode": approval}, agent, config)
+
+
+def child_labels(parent: dict[str, Any], parent_session: dict[str, Any] | None, max_depth: int) -> dict[str, str]:
+    """The tree labels of a new child; refuses a child deeper than ``max_depth`` (an agent
+    that keeps delegating to itself would otherwise grow the tree without end)."""
+    session = parent["spec"]["sessionRef"]["name"]
+    root = tree_root(parent_session) if parent_session else session
+    level = (depth(parent_session) if parent_session else 0) + 1
+    if level > max_depth:
+        raise Rejection(FIELD, f'session "{session}" is {level - 1} level(s) below its root "{root}": children '
+                               f"may be at most {max_depth} level(s) deep (config delegationMaxDepth)")
+    return {TREE_LABEL: root, PARENT_RUN_LABEL: parent["metadata"]["name"], PARENT_SESSION_LABEL: session,
+            DEPTH_LABEL: str(level)}
+
+
+def delegated_submitter(session: dict[str, Any] | None, parent: dict[str, Any] | None, run: str,
+                        first_input: dict[str, Any] | None) -> dict[str, Any]:
+    """The ``submittedBy`` of an input labelled with ``run``: the submitter of the parent
+    run's first input. Only for the child session that run delegated to."""
+    delegation = ((session or {}).get("spec") or {}).get("delegation") or {}
+    if delegation.get("parentRun") != run:
+        raise Rejection(f"metadata.labels[{PARENT_RUN_LABEL}]",
+                        f'the session was not delegated by agentrun "{run}"')
+    if parent is None:
+        raise Rejection(f"metadata.labels[{PARENT_RUN_LABEL}]", f'agentrun "{run}" not found', NOT_FOUND)
+    submitted = ((first_input or {}).get("spec") or {}).get("submittedBy")
+    if not submitted:
+        raise Rejection(f"metadata.labels[{PARENT_RUN_LABEL}]",
+                        f'agentrun "{run}" has no admitted input to act for', CONFLICT)
+    return dict(submitted)

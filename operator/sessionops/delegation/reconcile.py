@@ -1,0 +1,67 @@
+"""The operator's delegation adapter: read a run's children, cascade a cancel or a
+deadline to them, and wake what a finished child turn unblocks. Every write sets an
+absolute value (a Cancelled phase, ``spec.cancel: true``), so repeating a pass is a no-op."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from sessionops.api.input import InputPhase
+from sessionops.api.run import TERMINAL_PHASES
+from sessionops.delegation import tree
+from sessionops.delegation.names import PARENT_RUN_LABEL, child_input_name
+from sessionops.kube import Kube
+
+logger = logging.getLogger(__name__)
+
+
+async def _children(kube: Kube, namespace: str, run: str) -> tuple[list[dict], list[dict], list[dict]]:
+    selector = f"{PARENT_RUN_LABEL}={run}"
+    sessions, inputs, runs = await asyncio.gather(kube.list("agentsessions", namespace, selector),
+                                                  kube.list("agentinputs", namespace, selector),
+                                                  kube.list("agentruns", namespace, selector))
+    return sessions, inputs, runs
+
+
+async def observe(kube: Kube, run: dict[str, Any]) -> list[tuple[str, tree.Child]]:
+    """The children a Delegation waitpoint waits on, in its order, with their given names."""
+    namespace = run["metadata"]["namespace"]
+    awaited = ((run.get("status") or {}).get("waitpoint") or {}).get("children") or []
+    sessions, inputs, runs = await _children(kube, namespace, run["metadata"]["name"])
+    by_session = {s["metadata"]["name"]: s for s in sessions}
+    by_input = {i["metadata"]["name"]: i for i in inputs}
+    by_run = {r["metadata"]["name"]: r for r in runs}
+    found = []
+    for name in awaited:
+        session = by_session.get(name)
+        inp = by_input.get(child_input_name(name))
+        child_run = by_run.get(tree.run_of(inp) or "")
+        given = (((session or {}).get("spec") or {}).get("delegation") or {}).get("name") or name
+        found.append((given, tree.Child(name, session, inp, child_run)))
+    return found
+
+
+async def cascade(kube: Kube, namespace: str, run: str, reason: str) -> int:
+    """Stop everything ``run`` delegated: delegated inputs not yet claimed become Cancelled,
+    active child turns get ``spec.cancel`` (their own cancellation cascades further down).
+    Returns how many child turns are still active."""
+    sessions, inputs, runs = await _children(kube, namespace, run)
+    delegated = {child_input_name(s["metadata"]["name"]) for s in sessions}
+    for inp in inputs:
+        status = inp.get("status") or {}
+        if inp["metadata"]["name"] in delegated and \
+                (status.get("phase") or InputPhase.PENDING.value) == InputPhase.PENDING.value:
+            await kube.patch_status("agentinputs", namespace, inp["metadata"]["name"], {"status": {
+                "phase": InputPhase.CANCELLED.value,
+                "conditions": [{"type": "Cancelled", "status": "True", "reason": "ParentEnded", "message": reason}]}})
+    active = 0
+    for child in runs:
+        if ((child.get("status") or {}).get("phase")) in TERMINAL_PHASES:
+            continue
+        active += 1
+        if not (child.get("spec") or {}).get("cancel"):
+            logger.info("run %s/%s: cancelling child turn %s (%s)", namespace, run, child["metadata"]["name"], reason)
+            await kube.patch("agentruns", namespace, child["metadata"]["name"], {"spec": {"cancel": True}})
+    return active

@@ -1,0 +1,103 @@
+"""The worker's side of ``delegate``: make (or find) the child, and read children's outcomes.
+
+Creating goes through admission like any client: the child session names its parent run
+in ``spec.delegation`` (admission checks that this worker may ``delegate`` for the run,
+freezes the child's snapshot and adds the tree labels and the ownerReference), and the
+delegated input carries the parent-run label (admission records the parent's submitter
+as its ``submittedBy``, so the child acts for the same person, never for the worker).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from kubernetes.client.exceptions import ApiException
+from langchain_core.tools import ToolException
+
+from sessionops.api.snapshot import ContextSnapshot
+from sessionops.delegation import tree
+from sessionops.delegation.names import PARENT_RUN_LABEL, child_input_name, child_session_name
+from sessionops.worker.access import Access, agent_check
+from sessionops.worker.k8s import Conflict, WorkerKube, status_message
+
+logger = logging.getLogger("sessionops.worker")
+
+
+class Dispatcher:
+    """``dispatch`` for the delegate tool of one run; ``outcomes`` for its resume."""
+
+    def __init__(self, kube: WorkerKube, namespace: str, run: str, snapshot: ContextSnapshot,
+                 access: Access) -> None:
+        self.kube = kube
+        self.namespace = namespace
+        self.run = run
+        self.snapshot = snapshot
+        self.access = access
+
+    def dispatch(self, tool_call_id: str, name: str, message: str, agent: str | None) -> str:
+        child = child_session_name(self.run, tool_call_id, name)
+        existing = self.kube.get("agentsessions", self.namespace, child)
+        if existing is None:
+            if agent is not None:
+                self._check_target(agent)
+            self._create_session(child, tool_call_id, name, agent)
+        else:
+            self._check_ours(existing, tool_call_id)
+        body = {"apiVersion": "sessionops.dev/v1alpha1", "kind": "AgentInput",
+                "metadata": {"name": child_input_name(child), "labels": {PARENT_RUN_LABEL: self.run}},
+                "spec": {"sessionRef": {"name": child}, "kind": "Message", "delivery": "FollowUp",
+                         "messages": [{"content": message}]}}
+        try:
+            self.kube.create("agentinputs", self.namespace, body)
+        except Conflict:
+            # The name is the idempotency key: made by an earlier attempt of this very call.
+            if self.kube.get("agentinputs", self.namespace, body["metadata"]["name"]) is None:
+                raise
+        logger.info("run %s: delegated %r to child session %s", self.run, name, child)
+        return child
+
+    def _check_target(self, agent: str) -> None:
+        if self.kube.get("agents", self.namespace, agent) is None:
+            raise ToolException(f"delegate: agent {agent!r} does not exist in namespace {self.namespace}")
+        allowed, why = self.access.review(agent_check(agent))
+        if not allowed:
+            raise ToolException(f"delegate: refused: {why}")
+
+    def _create_session(self, child: str, tool_call_id: str, name: str, agent: str | None) -> None:
+        source = self.snapshot.source.agent_name if self.snapshot.source else ""
+        body = {"apiVersion": "sessionops.dev/v1alpha1", "kind": "AgentSession",
+                "metadata": {"name": child},
+                "spec": {"agentRef": {"name": agent or source},
+                         "delegation": {"parentRun": self.run, "toolCallId": tool_call_id, "name": name,
+                                        "inherit": agent is None}}}
+        try:
+            self.kube.create("agentsessions", self.namespace, body)
+        except Conflict as e:
+            existing = self.kube.get("agentsessions", self.namespace, child)
+            if existing is None:  # not a name clash: admission refused with 409 (say why)
+                raise ToolException(f"delegate: {e}") from None
+            self._check_ours(existing, tool_call_id)
+        except ApiException as e:
+            if e.status is not None and 400 <= e.status < 500:  # admission refused: tell the model why
+                raise ToolException(f"delegate: {status_message(e.body) or e.reason}") from None
+            raise
+
+    def _check_ours(self, session: dict[str, Any], tool_call_id: str) -> None:
+        delegation = (session.get("spec") or {}).get("delegation") or {}
+        if delegation.get("parentRun") != self.run or delegation.get("toolCallId") != tool_call_id:
+            raise ToolException(f"delegate: session {session['metadata']['name']} exists and is not this "
+                                "call's child")
+
+    def outcomes(self, children: list[str], cut_off: set[str]) -> dict[str, dict[str, Any]]:
+        """Each awaited child's outcome (the resume values); read now, after the operator
+        decided that every child ended or the deadline passed (``cut_off``: the children it
+        stopped waiting for, from the run's ``status.children``)."""
+        values = {}
+        for name in children:
+            session = self.kube.get("agentsessions", self.namespace, name)
+            inp = self.kube.get("agentinputs", self.namespace, child_input_name(name))
+            run_name = tree.run_of(inp)
+            run = self.kube.get("agentruns", self.namespace, run_name) if run_name else None
+            values[name] = tree.result(tree.Child(name, session, inp, run), cut_off=name in cut_off)
+        return values

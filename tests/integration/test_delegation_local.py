@@ -1,0 +1,188 @@
+"""Delegation where the test needs the local stack's hands: SubjectAccessReview policies,
+a worker killed mid-turn, and the operator's configuration changed at run time."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import uuid
+from typing import Any
+
+import kubernetes
+import pytest
+import yaml
+
+from sessionops.kube import load_api_client
+from tests.cluster.authz import Policy
+from tests.e2e import manifests as m
+from tests.e2e.manifests import phase
+from tests.stack import CONFIGMAP, OPERATOR_NS, Stack
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+PARENT_RUN = "sessionops.dev/parent-run"
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}{uuid.uuid4().hex[:6]}"
+
+
+async def children_of(stack: Stack, run: str) -> list[dict[str, Any]]:
+    out = await stack.kubectl("get", "asess", "-l", f"{PARENT_RUN}={run}", "-o", "json")
+    return json.loads(out.stdout)["items"]
+
+
+def tool_results(requests: list[dict[str, Any]], user_text: str) -> list[str]:
+    mine = [r for r in requests if any(msg.get("role") == "user" and msg.get("content") == user_text
+                                       for msg in r["messages"])]
+    return [msg["content"] for msg in mine[-1]["messages"] if msg.get("role") == "tool"]
+
+
+async def send_as(stack: Stack, user: str, manifest: dict[str, Any], plural: str = "agentinputs") -> None:
+    """Create an object as ``user`` (the test cluster's X-Test-User header)."""
+    def create() -> None:
+        client = load_api_client(str(stack.kubeconfig))
+        client.set_default_header("X-Test-User", user)
+        try:
+            kubernetes.client.CustomObjectsApi(client).create_namespaced_custom_object(
+                "sessionops.dev", "v1alpha1", stack.namespace, plural, manifest)
+        finally:
+            client.close()
+    await asyncio.to_thread(create)
+
+
+async def refused_as(stack: Stack, user: str, manifest: dict[str, Any], plural: str) -> tuple[int, str]:
+    with pytest.raises(kubernetes.client.ApiException) as e:
+        await send_as(stack, user, manifest, plural)
+    return e.value.status, json.loads(e.value.body)["message"]
+
+
+async def test_only_an_identity_allowed_to_delegate_for_a_run_makes_its_children(local: tuple) -> None:
+    stack, cluster = local
+    name = unique("a")
+    await stack.apply(m.agent(name))
+    await stack.apply(m.session(name, name, model="replay/delegate-target"))  # waits on a question
+    await stack.apply(m.message(f"{name}-1", name, "go", delivery="FollowUp"))
+    await stack.wait_for("arun", f"{name}-t1", phase("Waiting"), timeout=90)
+    child = m.session(f"{name}-kid", name)
+    child["spec"]["delegation"] = {"parentRun": f"{name}-t1", "toolCallId": "call_x", "name": "kid"}
+    policy = Policy()
+    policy.deny(user="mallory", verbs=["delegate"], resources=["agentruns"], api_groups=["sessionops.dev"])
+    policy.allow(user="*")
+    cluster.authz_policy = policy
+    try:
+        code, message = await refused_as(stack, "mallory", child, "agentsessions")
+        assert code == 403 and "spec.delegation.parentRun: mallory may not delegate" in message
+        # An input cannot borrow a run's identity by naming it in a label.
+        forged = m.message(f"{name}-forged", name, "hi", delivery="FollowUp")
+        forged["metadata"]["labels"] = {PARENT_RUN: f"{name}-t1"}
+        code, message = await refused_as(stack, "mallory", forged, "agentinputs")
+        assert code == 422 and "was not delegated by agentrun" in message
+    finally:
+        cluster.authz_policy = None
+    missing = m.session(f"{name}-kid2", name)
+    missing["spec"]["delegation"] = {"parentRun": f"{name}-t9", "toolCallId": "call_x", "name": "kid"}
+    code, message = await refused_as(stack, "alice", missing, "agentsessions")
+    assert code == 404 and f'agentrun "{name}-t9" not found' in message
+
+
+async def test_a_target_agent_the_submitter_may_not_use_is_refused_and_nothing_is_created(local: tuple) -> None:
+    stack, cluster = local
+    name = unique("d")
+    await stack.apply(m.agent("delegate-forbidden", systemPrompt="Privileged."))
+    await stack.apply(m.agent(name))
+    await stack.apply(m.session(name, name, model="replay/delegate-denied"))
+    policy = Policy()
+    policy.deny(user="alice", verbs=["get"], resources=["agents"], api_groups=["sessionops.dev"],
+                names=["delegate-forbidden"])
+    policy.allow(user="*")
+    cluster.authz_policy = policy
+    try:
+        await send_as(stack, "alice", m.message(f"{name}-1", name, f"go {name}", delivery="FollowUp"))
+        run = await stack.wait_for("arun", f"{name}-t1", phase("Succeeded", "Failed"), timeout=90)
+    finally:
+        cluster.authz_policy = None
+    assert run["status"]["phase"] == "Succeeded", run["status"]
+    assert run["status"]["result"]["text"] == "I could not hand this over."
+    assert await children_of(stack, f"{name}-t1") == []
+    [result] = tool_results(await stack.replay_requests("delegate-denied"), f"go {name}")
+    assert "refused" in result and "alice may not get agents" in result and "delegate-forbidden" in result
+    assert any(r.get("user") == "alice" and r.get("name") == "delegate-forbidden" and not r["allowed"]
+               for r in policy.record)
+
+
+async def test_a_parent_worker_lost_mid_turn_is_retried_and_reuses_its_child(local: tuple) -> None:
+    stack, _ = local
+    name = unique("k")
+    await stack.apply(m.agent(name))
+    await stack.apply(m.session(name, name, model="replay/delegate-retry", approvalMode="AlwaysTrust"))
+    await stack.apply(m.message(f"{name}-1", name, f"build {name}", delivery="FollowUp"))
+    for _ in range(300):  # the child exists while the parent's run_shell still sleeps
+        if await children_of(stack, f"{name}-t1"):
+            break
+        await asyncio.sleep(0.1)
+    [child] = await children_of(stack, f"{name}-t1")
+    # An eviction: SIGTERM, the worker releases its Lease and exits without a verdict.
+    await asyncio.to_thread(stack.pod_runner.kill, f"{name}-t1-1", signal.SIGTERM)
+    run = await stack.wait_for("arun", f"{name}-t1", phase("Succeeded", "Failed"), timeout=120)
+    assert run["status"]["phase"] == "Succeeded", run["status"]
+    assert run["status"]["result"]["text"] == "Built, with help."
+    assert [s["kind"] for s in run["status"]["segments"]] == ["Start", "Retry", "Resume"]
+    assert run["status"]["segments"][0]["outcome"] == "Lost"
+    assert [c["metadata"]["name"] for c in await children_of(stack, f"{name}-t1")] == [child["metadata"]["name"]]
+    out = await stack.kubectl("get", "ainput", "-l", f"{PARENT_RUN}={name}-t1", "-o", "json")
+    assert [i["metadata"]["name"] for i in json.loads(out.stdout)["items"]] == [f"{child['metadata']['name']}-delegated"]
+    out = await stack.kubectl("get", "arun", "-l", f"sessionops.dev/session={child['metadata']['name']}", "-o", "json")
+    assert len(json.loads(out.stdout)["items"]) == 1
+    assert tool_results(await stack.replay_requests("delegate-retry"), f"build {name}")[0] == "Helped."
+
+
+async def set_config(stack: Stack, **changes: Any) -> dict[str, Any]:
+    """Change the operator's config.yaml (watched at run time); returns the previous one."""
+    cm = await stack.get("configmap", CONFIGMAP, OPERATOR_NS)
+    before = yaml.safe_load(cm["data"]["config.yaml"])
+    patch = {"data": {"config.yaml": yaml.safe_dump({**before, **changes})}}
+    await stack.kubectl("patch", "configmap", CONFIGMAP, "-n", OPERATOR_NS, "--type=merge", "-p", json.dumps(patch))
+    await asyncio.sleep(1.5)  # the operator polls its ConfigMap every 0.5 s here
+    return before
+
+
+async def test_a_parent_resumes_at_the_deadline_and_the_late_child_is_cancelled(local: tuple) -> None:
+    stack, _ = local
+    name = unique("t")
+    before = await set_config(stack, delegationTimeoutSeconds=3)
+    try:
+        await stack.apply(m.agent(name))
+        await stack.apply(m.session(name, name, model="replay/delegate-cancel"))
+        await stack.apply(m.message(f"{name}-1", name, f"wait {name}", delivery="FollowUp"))
+        run = await stack.wait_for("arun", f"{name}-t1", phase("Succeeded", "Failed"), timeout=120)
+    finally:
+        await stack.kubectl("patch", "configmap", CONFIGMAP, "-n", OPERATOR_NS, "--type=merge", "-p",
+                            json.dumps({"data": {"config.yaml": yaml.safe_dump(before)}}))
+    assert run["status"]["phase"] == "Succeeded", run["status"]
+    [child_name] = [c["session"] for c in run["status"]["children"]]
+    [result] = tool_results(await stack.replay_requests("delegate-cancel"), f"wait {name}")
+    assert "did not finish before the deadline" in result and "slowpoke" in result
+    child_run = await stack.wait_for("arun", f"{child_name}-t1", phase("Cancelled"), timeout=60)
+    assert child_run["spec"]["cancel"] is True
+
+
+async def test_a_delegate_call_past_the_depth_limit_is_refused(local: tuple) -> None:
+    stack, _ = local
+    name = unique("z")
+    before = await set_config(stack, delegationMaxDepth=1)
+    try:
+        await stack.apply(m.agent(name))
+        await stack.apply(m.session(name, name, model="replay/delegate-deep"))
+        await stack.apply(m.message(f"{name}-1", name, f"deep {name}", delivery="FollowUp"))
+        run = await stack.wait_for("arun", f"{name}-t1", phase("Succeeded", "Failed"), timeout=120)
+    finally:
+        await stack.kubectl("patch", "configmap", CONFIGMAP, "-n", OPERATOR_NS, "--type=merge", "-p",
+                            json.dumps({"data": {"config.yaml": yaml.safe_dump(before)}}))
+    assert run["status"]["phase"] == "Succeeded", run["status"]
+    [middle] = await children_of(stack, f"{name}-t1")
+    assert await children_of(stack, f"{middle['metadata']['name']}-t1") == []
+    refused = [msg["content"] for r in await stack.replay_requests("delegate-deep") if r.get("branch") == 0
+               for msg in r["messages"] if msg.get("role") == "tool"]
+    assert any("may be at most 1 level(s) deep" in text for text in refused), refused

@@ -128,6 +128,10 @@ class Kube:
             if e.status != 404:
                 raise
 
+    async def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        pod = await _or_none(self.call(self.core.read_namespaced_pod, name, namespace))
+        return None if pod is None else self.api_client.sanitize_for_serialization(pod)
+
     async def running_pods(self, namespace: str, job: str) -> int:
         """Pods of the Job that may still write (not Succeeded/Failed)."""
         pods = await self.call(self.core.list_namespaced_pod, namespace, label_selector=f"job-name={job}")

@@ -85,12 +85,54 @@ def test_a_delegated_input_acts_for_the_parent_runs_submitter() -> None:
     child = factories.session("kid-1")
     child["spec"]["delegation"] = child_spec()["delegation"]
     first = {"spec": {"submittedBy": {"username": "alice", "groups": ["devs"]}}}
-    assert delegated.delegated_submitter(child, parent(), "p-t1", first) == {"username": "alice", "groups": ["devs"]}
-    with pytest.raises(Rejection, match="not delegated by") as e:
-        delegated.delegated_submitter(factories.session("other"), parent(), "p-t1", first)
-    assert e.value.field == "metadata.labels[sessionops.dev/parent-run]"
-    with pytest.raises(Rejection, match="no admitted input"):
-        delegated.delegated_submitter(child, parent(), "p-t1", {"spec": {}})
+    msg = {"kind": "Message", "messages": [{"content": "do it"}]}
+
+    def submitter(session=child, run=None, first_input=first, name="kid-1-delegated", spec=msg):
+        return delegated.delegated_submitter(session, run or parent(), "p-t1", first_input, name, spec)
+
+    assert submitter() == {"username": "alice", "groups": ["devs"]}
+    cases = [
+        ({"session": factories.session("other")}, "metadata.labels[sessionops.dev/parent-run]", "not delegated by"),
+        ({"run": parent("Cancelled")}, "spec.delegation.parentRun", "is not active"),
+        ({"name": "kid-1-second"}, "metadata.name", 'is named "kid-1-delegated"'),
+        ({"spec": {"kind": "Resume"}}, "spec.kind", "a delegated input is a Message"),
+        ({"first_input": {"spec": {}}}, "metadata.labels[sessionops.dev/parent-run]", "no admitted input"),
+    ]
+    for change, field, reason in cases:
+        with pytest.raises(Rejection, match=reason) as e:
+            submitter(**change)
+        assert e.value.field == field, change
+
+
+def test_a_pod_bound_token_delegates_only_for_its_own_run() -> None:
+    worker = {"username": "system:serviceaccount:team-a:sessionops-worker",
+              "extra": {"authentication.kubernetes.io/pod-name": ["p-t1-1-abcde"]}}
+    delegated.check_pod(worker, "p-t1", "p-t1")
+    with pytest.raises(Rejection, match='pod "p-t1-1-abcde" is not a worker of agentrun "q-t1"') as e:
+        delegated.check_pod(worker, "p-t1", "q-t1")
+    assert e.value.code == 403
+    delegated.check_pod({"username": "kubernetes-admin"}, None, "q-t1")  # no pod: the SAR decides alone
+
+
+def test_tree_labels_are_set_by_admission_and_never_change() -> None:
+    tree = {"sessionops.dev/tree": "root", "sessionops.dev/depth": "1"}
+    assert delegated.tree_label_problem({"app": "x"}, None, delegated=False) is None
+    assert delegated.tree_label_problem(tree, None, delegated=True) is None
+    assert delegated.tree_label_problem(tree, None, delegated=False) == \
+        "metadata.labels[sessionops.dev/tree]: set by sessionops on delegated child sessions only"
+    assert delegated.tree_label_problem({**tree, "app": "y"}, tree, delegated=True) is None
+    assert delegated.tree_label_problem({"sessionops.dev/tree": "root"}, tree, delegated=True) == \
+        "metadata.labels[sessionops.dev/depth]: set by sessionops and immutable"
+
+
+def test_an_explicit_target_is_reviewed_for_the_parents_submitter() -> None:
+    alice = {"username": "alice", "groups": ["devs"]}
+    assert delegated.target_review_spec(alice, "team-a", "target") == {
+        "user": "alice", "groups": ["devs"], "resourceAttributes": {
+            "namespace": "team-a", "verb": "get", "group": "sessionops.dev", "resource": "agents", "name": "target"}}
+    refusal = delegated.target_refused(alice, "target", "denied by policy")
+    assert (refusal.field, refusal.code) == ("spec.agentRef.name", 403)
+    assert str(refusal) == 'spec.agentRef.name: alice may not get agent "target": denied by policy'
 
 
 def test_the_delegate_permission_is_a_subject_access_review_of_the_requester() -> None:

@@ -60,6 +60,15 @@ def test_message_rejections(spec: dict, active, field: str, code: int) -> None:
     assert (e.value.field, e.value.code) == (field, code)
 
 
+def test_a_message_to_a_session_waiting_on_children_says_so() -> None:
+    waiting = factories.run(phase="Waiting", waitpoint={"id": "wp-d", "kind": "Delegation", "children": ["c"]})
+    with pytest.raises(Rejection, match="waits for its delegated child sessions") as e:
+        decide(message(), active=waiting)
+    assert e.value.code == 409
+    with pytest.raises(Rejection, match="waits for a Resume input"):
+        decide(message(), active=factories.run(phase="Waiting", waitpoint=APPROVAL))
+
+
 def test_missing_and_deleting_sessions() -> None:
     with pytest.raises(Rejection) as e:
         decide_receipt(message(), None, session_name="s1", active_run=None, resume_run=None, config=CONFIG)

@@ -79,6 +79,13 @@ async def test_only_an_identity_allowed_to_delegate_for_a_run_makes_its_children
         forged["metadata"]["labels"] = {PARENT_RUN: f"{name}-t1"}
         code, message = await refused_as(stack, "mallory", forged, "agentinputs")
         assert code == 422 and "was not delegated by agentrun" in message
+        # Nor can a session join (or leave) a tree by its labels.
+        labelled = m.session(f"{name}-join", name)
+        labelled["metadata"]["labels"] = {"sessionops.dev/tree": name}
+        code, message = await refused_as(stack, "mallory", labelled, "agentsessions")
+        assert code == 422 and "metadata.labels[sessionops.dev/tree]: set by sessionops" in message
+        res = await stack.kubectl("label", "asess", name, "sessionops.dev/depth=0", check=False)
+        assert res.returncode != 0 and "set by sessionops and immutable" in res.stderr
     finally:
         cluster.authz_policy = None
     missing = m.session(f"{name}-kid2", name)
@@ -186,3 +193,54 @@ async def test_a_delegate_call_past_the_depth_limit_is_refused(local: tuple) -> 
     refused = [msg["content"] for r in await stack.replay_requests("delegate-deep") if r.get("branch") == 0
                for msg in r["messages"] if msg.get("role") == "tool"]
     assert any("may be at most 1 level(s) deep" in text for text in refused), refused
+
+
+async def test_a_resume_takes_a_slot_of_the_tree_like_a_claim(local: tuple) -> None:
+    """Bound 1: while another turn of the tree holds the slot, answering a child's question
+    does not start a second running turn: the resume is held back until the slot is free."""
+    stack, _ = local
+    runner = stack.pod_runner
+    name = unique("b")
+    await stack.apply(m.agent("delegate-target", systemPrompt="You review rollout plans.",
+                              model="replay/delegate-target"))
+    before = await set_config(stack, delegationConcurrency=1)
+    held_job = None
+    try:
+        await stack.apply(m.agent(name))
+        await stack.apply(m.session(name, name, model="replay/delegate-pair", approvalMode="AlwaysTrust"))
+        await stack.apply(m.message(f"{name}-1", name, f"pair {name}", delivery="FollowUp"))
+
+        def reviewer_asks_and_slowpoke_answered(run: dict[str, Any]) -> bool:
+            children = {c["name"]: c for c in (run.get("status") or {}).get("children") or []}
+            return bool(children.get("reviewer", {}).get("waitingAt")) and \
+                children.get("slowpoke", {}).get("phase") == "Succeeded"
+
+        run = await stack.wait_for("arun", f"{name}-t1", reviewer_asks_and_slowpoke_answered, timeout=90)
+        children = {c["name"]: c["session"] for c in run["status"]["children"]}
+        reviewer, slowpoke = children["reviewer"], children["slowpoke"]
+        # A user talks to the finished child: its new turn (kept Pending) is the tree's one slot.
+        held_job = f"{slowpoke}-t2"
+        await asyncio.to_thread(runner.hold, held_job)
+        await stack.apply(m.message(f"{name}-more", slowpoke, "Anything else?", delivery="FollowUp"))
+        await stack.wait_for("arun", f"{slowpoke}-t2", lambda r: (r.get("status") or {}).get("segments"))
+        waitpoint = (await stack.get("arun", f"{reviewer}-t1"))["status"]["waitpoint"]
+        await stack.apply(m.resume(f"{name}-answer", reviewer, f"{reviewer}-t1", waitpoint["id"],
+                                   answers=["canary"]))
+        held = await stack.wait_for("arun", f"{reviewer}-t1", lambda r: (r.get("status") or {}).get("heldBack"),
+                                    timeout=30)
+        assert held["status"]["phase"] == "Waiting" and len(held["status"]["segments"]) == 1
+        assert held["status"]["heldBack"] == (f'delegation tree "{name}" runs 1 turns (bound 1): '
+                                              "waiting for one to finish")
+        await asyncio.to_thread(runner.unhold, held_job)
+        held_job = None
+        run = await stack.wait_for("arun", f"{name}-t1", phase("Succeeded", "Failed"), timeout=120)
+    finally:
+        if held_job:
+            await asyncio.to_thread(runner.unhold, held_job)
+        await stack.kubectl("patch", "configmap", CONFIGMAP, "-n", OPERATOR_NS, "--type=merge", "-p",
+                            json.dumps({"data": {"config.yaml": yaml.safe_dump(before)}}))
+    assert run["status"]["phase"] == "Succeeded", run["status"]
+    assert run["status"]["result"]["text"] == "Both children answered."
+    done = await stack.get("arun", f"{reviewer}-t1")
+    assert done["status"]["result"]["text"] == "Reviewed: the plan is sound." and not done["status"].get("heldBack")
+    assert (await stack.get("arun", f"{slowpoke}-t2"))["status"]["result"]["text"] == "Still here."

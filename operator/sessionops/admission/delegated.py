@@ -13,9 +13,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from sessionops.admission.errors import CONFLICT, NOT_FOUND, Rejection
+from sessionops import authz
+from sessionops.admission.errors import CONFLICT, FORBIDDEN, NOT_FOUND, Rejection
 from sessionops.admission.sessions import session_snapshot_on_create
 from sessionops.api.config import OperatorConfig
+from sessionops.api.input import InputKind, SubmittedBy
 from sessionops.api.run import TERMINAL_PHASES
 from sessionops.api.snapshot import ContextSnapshot
 from sessionops.delegation.names import (
@@ -24,6 +26,7 @@ from sessionops.delegation.names import (
     PARENT_RUN_LABEL,
     PARENT_SESSION_LABEL,
     TREE_LABEL,
+    child_input_name,
     depth,
     tree_root,
 )
@@ -43,22 +46,45 @@ def check_parent(parent: dict[str, Any] | None, name: str) -> dict[str, Any]:
     return parent
 
 
+POD_NAME_EXTRA = "authentication.kubernetes.io/pod-name"
+"""userInfo.extra of a pod-bound ServiceAccount token: the pod the request comes from."""
+
+
 def review_spec(userinfo: dict[str, Any], namespace: str, run: str) -> dict[str, Any]:
     """SubjectAccessReview: may the requester ``delegate`` on this run?"""
-    spec: dict[str, Any] = {"user": userinfo.get("username", ""), "groups": list(userinfo.get("groups") or []),
-                            "resourceAttributes": {"namespace": namespace, "verb": DELEGATE_VERB,
-                                                   "group": "sessionops.dev", "resource": "agentruns",
-                                                   "name": run}}
-    if userinfo.get("uid"):
-        spec["uid"] = userinfo["uid"]
-    if userinfo.get("extra"):
-        spec["extra"] = {k: list(v) for k, v in userinfo["extra"].items()}
-    return spec
+    return authz.review_spec(authz.subject_of(userinfo), namespace, DELEGATE_VERB, "agentruns", run)
 
 
 def forbidden_message(userinfo: dict[str, Any], run: str, reason: str) -> str:
     return (f'{userinfo.get("username", "?")} may not {DELEGATE_VERB} on agentrun "{run}"'
             + (f": {reason}" if reason else ""))
+
+
+def pod_name(userinfo: dict[str, Any]) -> str | None:
+    names = (userinfo.get("extra") or {}).get(POD_NAME_EXTRA) or []
+    return names[0] if names else None
+
+
+def check_pod(userinfo: dict[str, Any], pod_run: str | None, run: str) -> None:
+    """A request made with a pod-bound token must come from a worker pod of ``run``
+    (``pod_run``: the run label of that pod): the worker ServiceAccount may delegate, but one
+    run's pod (where ``run_shell`` runs) must not act for another run's submitter."""
+    name = pod_name(userinfo)
+    if name is None:
+        return
+    if pod_run != run:
+        raise Rejection(FIELD, f'pod "{name}" is not a worker of agentrun "{run}": a worker delegates only '
+                               "for its own run", FORBIDDEN)
+
+
+def target_review_spec(submitted_by: dict[str, Any], namespace: str, agent: str) -> dict[str, Any]:
+    """SubjectAccessReview: may the parent run's submitter use the Agent a child names?"""
+    return authz.review_spec(SubmittedBy.model_validate(submitted_by), namespace, "get", "agents", agent)
+
+
+def target_refused(submitted_by: dict[str, Any], agent: str, reason: str) -> Rejection:
+    return Rejection("spec.agentRef.name", f'{submitted_by.get("username", "?")} may not get agent "{agent}"'
+                     + (f": {reason}" if reason else ""), FORBIDDEN)
 
 
 def child_snapshot(spec: dict[str, Any], parent: dict[str, Any], agent: dict[str, Any] | None,
@@ -95,17 +121,36 @@ def child_labels(parent: dict[str, Any], parent_session: dict[str, Any] | None, 
 
 
 def delegated_submitter(session: dict[str, Any] | None, parent: dict[str, Any] | None, run: str,
-                        first_input: dict[str, Any] | None) -> dict[str, Any]:
+                        first_input: dict[str, Any] | None, input_name: str, spec: dict[str, Any]) -> dict[str, Any]:
     """The ``submittedBy`` of an input labelled with ``run``: the submitter of the parent
-    run's first input. Only for the child session that run delegated to."""
+    run's first input. Only for the one follow-up message that run's delegate call sends to
+    its own child, while the run is active."""
+    field = f"metadata.labels[{PARENT_RUN_LABEL}]"
     delegation = ((session or {}).get("spec") or {}).get("delegation") or {}
     if delegation.get("parentRun") != run:
-        raise Rejection(f"metadata.labels[{PARENT_RUN_LABEL}]",
-                        f'the session was not delegated by agentrun "{run}"')
-    if parent is None:
-        raise Rejection(f"metadata.labels[{PARENT_RUN_LABEL}]", f'agentrun "{run}" not found', NOT_FOUND)
+        raise Rejection(field, f'the session was not delegated by agentrun "{run}"')
+    check_parent(parent, run)
+    child = (session or {}).get("metadata", {}).get("name", "")
+    if input_name != child_input_name(child):
+        raise Rejection("metadata.name", f'the delegated input of session "{child}" is named '
+                                         f'"{child_input_name(child)}"')
+    if (spec.get("kind") or InputKind.MESSAGE.value) != InputKind.MESSAGE.value:
+        raise Rejection("spec.kind", "a delegated input is a Message")
     submitted = ((first_input or {}).get("spec") or {}).get("submittedBy")
     if not submitted:
-        raise Rejection(f"metadata.labels[{PARENT_RUN_LABEL}]",
-                        f'agentrun "{run}" has no admitted input to act for', CONFLICT)
+        raise Rejection(field, f'agentrun "{run}" has no admitted input to act for', CONFLICT)
     return dict(submitted)
+
+
+TREE_LABELS = (TREE_LABEL, PARENT_RUN_LABEL, PARENT_SESSION_LABEL, DEPTH_LABEL)
+
+
+def tree_label_problem(labels: dict[str, str], old: dict[str, str] | None, *, delegated: bool) -> str | None:
+    """Why a session's tree labels are not acceptable (None: they are). On CREATE (``old``
+    None) only a delegated child may carry them (admission set them); on UPDATE they never change."""
+    for key in TREE_LABELS:
+        if old is None and not delegated and key in labels:
+            return f"metadata.labels[{key}]: set by sessionops on delegated child sessions only"
+        if old is not None and labels.get(key) != old.get(key):
+            return f"metadata.labels[{key}]: set by sessionops and immutable"
+    return None

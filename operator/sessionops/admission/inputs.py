@@ -10,7 +10,7 @@ from sessionops.admission.errors import CONFLICT, INVALID, NOT_FOUND, Rejection
 from sessionops.admission.snapshot import with_model_and_approval
 from sessionops.api.config import OperatorConfig
 from sessionops.api.input import Delivery, InputKind
-from sessionops.api.run import TERMINAL_PHASES, RunPhase
+from sessionops.api.run import TERMINAL_PHASES, RunPhase, WaitpointKind
 from sessionops.api.snapshot import ContextSnapshot
 
 SERVER_OWNED = ("sequence", "contextSnapshot", "submittedBy")
@@ -86,7 +86,10 @@ def decide_receipt(spec: dict[str, Any], session: dict[str, Any] | None, *, sess
 
     # Message
     if active_run is not None and _phase(active_run) in (RunPhase.WAITING.value, RunPhase.CANCELLING.value):
-        what = "waits for a Resume input" if _phase(active_run) == RunPhase.WAITING.value else "is being cancelled"
+        waitpoint = (active_run.get("status") or {}).get("waitpoint") or {}
+        what = ("is being cancelled" if _phase(active_run) == RunPhase.CANCELLING.value else
+                "waits for its delegated child sessions" if waitpoint.get("kind") == WaitpointKind.DELEGATION.value
+                else "waits for a Resume input")
         raise Rejection("spec.kind", f'messages are refused while turn "{active_run["metadata"]["name"]}" {what}',
                         CONFLICT)
     delivery = spec.get("delivery") or (Delivery.STEER.value if active_run is not None else Delivery.FOLLOW_UP.value)

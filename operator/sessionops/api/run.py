@@ -137,6 +137,8 @@ class AgentRunStatus(ApiModel):
     usage: Usage | None = Field(default=None, description="Token usage of the turn.")
     children: list[ChildStatus] = Field(default_factory=list,
                                         description="Delegation: the awaited child sessions and their turns.")
+    held_back: str | None = Field(default=None, description="Why a resume waits: the delegation tree runs as many "
+                                                            "turns as its bound allows.")
     steered: list[str] = Field(default_factory=list, description="Steer inputs delivered into this turn.")
     cancellation: Cancellation | None = Field(default=None, description="Cancellation progress.")
     observed_generation: int | None = Field(default=None, description="Last generation the operator saw.")

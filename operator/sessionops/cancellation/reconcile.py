@@ -65,7 +65,7 @@ async def _reconcile(kube: Kube, dsn: str, namespace: str, name: str,
     # admitted just before the cancel was requested.
     active = 0
     if (run.get("status") or {}).get("phase") == RunPhase.CANCELLING.value:
-        active = await delegation.cascade(kube, namespace, name, f"the parent run {name} was cancelled")
+        active = await delegation.cascade(kube, run, f"the parent run {name} was cancelled")
     plan = flow.decide(run, await observe(kube, run), now=now, active_children=active)
     if plan.status:
         await kube.patch_status("agentruns", namespace, name, {"status": plan.status})

@@ -11,8 +11,9 @@ from typing import Any
 from sessionops.api.input import InputPhase
 from sessionops.api.run import TERMINAL_PHASES
 from sessionops.delegation import tree
-from sessionops.delegation.names import PARENT_RUN_LABEL, child_input_name
+from sessionops.delegation.names import PARENT_RUN_LABEL, TREE_LABEL, child_input_name
 from sessionops.kube import Kube
+from sessionops.locks import lock
 
 logger = logging.getLogger(__name__)
 
@@ -43,25 +44,39 @@ async def observe(kube: Kube, run: dict[str, Any]) -> list[tuple[str, tree.Child
     return found
 
 
-async def cascade(kube: Kube, namespace: str, run: str, reason: str) -> int:
+def tree_of(run: dict[str, Any]) -> str:
+    """The tree a run counts in (its session's root; the session itself for an unlabelled run)."""
+    labels = run.get("metadata", {}).get("labels") or {}
+    return labels.get(TREE_LABEL) or run["spec"]["sessionRef"]["name"]
+
+
+async def cascade(kube: Kube, run: dict[str, Any], reason: str) -> int:
     """Stop everything ``run`` delegated: delegated inputs not yet claimed become Cancelled,
     active child turns get ``spec.cancel`` (their own cancellation cascades further down).
-    Returns how many child turns are still active."""
-    sessions, inputs, runs = await _children(kube, namespace, run)
-    delegated = {child_input_name(s["metadata"]["name"]) for s in sessions}
-    for inp in inputs:
-        status = inp.get("status") or {}
-        if inp["metadata"]["name"] in delegated and \
-                (status.get("phase") or InputPhase.PENDING.value) == InputPhase.PENDING.value:
-            await kube.patch_status("agentinputs", namespace, inp["metadata"]["name"], {"status": {
-                "phase": InputPhase.CANCELLED.value,
-                "conditions": [{"type": "Cancelled", "status": "True", "reason": "ParentEnded", "message": reason}]}})
-    active = 0
-    for child in runs:
-        if ((child.get("status") or {}).get("phase")) in TERMINAL_PHASES:
-            continue
-        active += 1
-        if not (child.get("spec") or {}).get("cancel"):
-            logger.info("run %s/%s: cancelling child turn %s (%s)", namespace, run, child["metadata"]["name"], reason)
-            await kube.patch("agentruns", namespace, child["metadata"]["name"], {"spec": {"cancel": True}})
-    return active
+    Returns how many child turns are still active.
+
+    Under the tree's lock, the one a child's queue holds while it claims: a child is either
+    claimed before this lists the runs (and its run is cancelled here) or finds its input
+    Cancelled (and never starts). Admission refuses new children of a cancelled run."""
+    namespace, name = run["metadata"]["namespace"], run["metadata"]["name"]
+    async with lock("tree", namespace, tree_of(run)):
+        sessions, inputs, runs = await _children(kube, namespace, name)
+        delegated = {child_input_name(s["metadata"]["name"]) for s in sessions}
+        for inp in inputs:
+            status = inp.get("status") or {}
+            if inp["metadata"]["name"] in delegated and \
+                    (status.get("phase") or InputPhase.PENDING.value) == InputPhase.PENDING.value:
+                await kube.patch_status("agentinputs", namespace, inp["metadata"]["name"], {"status": {
+                    "phase": InputPhase.CANCELLED.value,
+                    "conditions": [{"type": "Cancelled", "status": "True", "reason": "ParentEnded",
+                                    "message": reason}]}})
+        active = 0
+        for child in runs:
+            if ((child.get("status") or {}).get("phase")) in TERMINAL_PHASES:
+                continue
+            active += 1
+            if not (child.get("spec") or {}).get("cancel"):
+                logger.info("run %s/%s: cancelling child turn %s (%s)", namespace, name, child["metadata"]["name"],
+                            reason)
+                await kube.patch("agentruns", namespace, child["metadata"]["name"], {"spec": {"cancel": True}})
+        return active

@@ -10,12 +10,13 @@ from typing import Any
 
 from sessionops.api.agent import WorkerSettings
 from sessionops.api.config import OperatorConfig
-from sessionops.api.run import RunPhase, WaitpointKind
+from sessionops.api.run import RunPhase, SegmentKind, WaitpointKind
 from sessionops.delegation import reconcile as delegation
 from sessionops.delegation import tree
+from sessionops.delegation.names import TREE_LABEL
 from sessionops.execution import jobs, segments
 from sessionops.kube import Kube
-from sessionops.locks import coalesced
+from sessionops.locks import coalesced, lock
 from sessionops.scheduling.names import SESSION_LABEL
 
 logger = logging.getLogger(__name__)
@@ -48,8 +49,35 @@ async def _reconcile(kube: Kube, config: OperatorConfig, namespace: str, name: s
                            max_retries=config.worker.max_retries,
                            start_timeout_seconds=config.worker.start_timeout_seconds,
                            delegation_due=await _delegation_due(kube, config, run, now))
+    if plan.start_segment is not None and plan.start_segment[1] == SegmentKind.RESUME.value:
+        return await _resume_within_bound(kube, config, run, plan)
     await apply(kube, config, run, plan)
     return plan
+
+
+async def _resume_within_bound(kube: Kube, config: OperatorConfig, run: dict[str, Any],
+                               plan: segments.RunPlan) -> segments.RunPlan | None:
+    """A waiting turn that resumes runs again: it takes a slot of its tree like a claim does
+    (under the same lock), or stays Waiting with the reason in ``status.heldBack``."""
+    namespace, name = run["metadata"]["namespace"], run["metadata"]["name"]
+    root = delegation.tree_of(run)
+    async with lock("tree", namespace, root):
+        running = tree.running_turns(await kube.list("agentruns", namespace, f"{TREE_LABEL}={root}"))
+        held = tree.held_back(root, running, config.delegation_concurrency)
+        if held is not None:
+            if (run.get("status") or {}).get("heldBack") != held:
+                await kube.patch_status("agentruns", namespace, name, {"status": {"heldBack": held}})
+            return None
+        plan.status["heldBack"] = None
+        await apply(kube, config, run, plan)
+    return plan
+
+
+async def wake_held_runs(kube: Kube, config: OperatorConfig, namespace: str, root: str) -> None:
+    """A slot of the tree is free: resumes held back by its bound may start (ordinary passes)."""
+    for run in await kube.list("agentruns", namespace, f"{TREE_LABEL}={root}"):
+        if (run.get("status") or {}).get("heldBack"):
+            await reconcile_run(kube, config, namespace, run["metadata"]["name"])
 
 
 async def _delegation_due(kube: Kube, config: OperatorConfig, run: dict[str, Any], now: datetime.datetime) -> bool:
@@ -70,8 +98,8 @@ async def _delegation_due(kube: Kube, config: OperatorConfig, run: dict[str, Any
     if wanted != status.get("children"):
         await kube.patch_status("agentruns", namespace, name, {"status": {"children": wanted}})
     if due.deadline_passed:
-        await delegation.cascade(kube, namespace, name, f"the parent run {name} stopped waiting after "
-                                                        f"{config.delegation_timeout_seconds}s")
+        await delegation.cascade(kube, run, f"the parent run {name} stopped waiting after "
+                                            f"{config.delegation_timeout_seconds}s")
     return due.due
 
 

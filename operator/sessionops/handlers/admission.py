@@ -10,15 +10,15 @@ from typing import Any
 
 import kopf
 
-from sessionops import GROUP, VERSION, metrics
+from sessionops import GROUP, VERSION, authz, metrics
 from sessionops.admission import agents, delegated, inputs, receipt, sessions
 from sessionops.admission.errors import FORBIDDEN, Rejection, parse
-from sessionops.api.input import AgentInputSpec, SubmittedBy
+from sessionops.api.input import AgentInputSpec
 from sessionops.api.session import AgentSessionSpec
 from sessionops.configuration import ConfigError
 from sessionops.delegation.names import PARENT_RUN_LABEL
 from sessionops.runtime import Runtime
-from sessionops.scheduling.names import INPUT_FINALIZER, SESSION_LABEL
+from sessionops.scheduling.names import INPUT_FINALIZER, RUN_LABEL, SESSION_LABEL
 from sessionops.scheduling.reconcile import owner_reference
 
 MUTATE = "sessionops-mutate"
@@ -50,9 +50,7 @@ def measured(kind: str, fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _submitted_by(userinfo: dict[str, Any]) -> dict[str, Any]:
-    return SubmittedBy(username=userinfo.get("username", ""), uid=userinfo.get("uid") or None,
-                       groups=list(userinfo.get("groups") or []),
-                       extra={k: list(v) for k, v in (userinfo.get("extra") or {}).items()}).dump()
+    return authz.subject_of(userinfo).dump()
 
 
 @kopf.on.mutate(GROUP, VERSION, "agentsessions", id=MUTATE, operations=["CREATE", "UPDATE"])
@@ -84,9 +82,19 @@ async def mutate_session(body: kopf.Body, old: Any, operation: str, patch: kopf.
 
 
 async def _check_delegate(rt: Runtime, userinfo: dict[str, Any], namespace: str, run: str) -> None:
+    """The requester may ``delegate`` on the run and, with a pod-bound token, is that run's worker."""
     allowed, reason = await rt.kube.access_review(delegated.review_spec(userinfo, namespace, run))
     if not allowed:
         raise Rejection(delegated.FIELD, delegated.forbidden_message(userinfo, run, reason), FORBIDDEN)
+    if pod := delegated.pod_name(userinfo):
+        found = await rt.kube.get_pod(namespace, pod)
+        delegated.check_pod(userinfo, ((found or {}).get("metadata", {}).get("labels") or {}).get(RUN_LABEL), run)
+
+
+async def _parent_submitter(rt: Runtime, namespace: str, parent: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The first input of the parent run: whose turn it is."""
+    first = ((parent or {}).get("spec") or {}).get("inputs") or []
+    return await rt.kube.get("agentinputs", namespace, first[0]) if first else None
 
 
 async def _admit_child(rt: Runtime, body: kopf.Body, patch: kopf.Patch, userinfo: dict[str, Any]) -> Any:
@@ -98,7 +106,16 @@ async def _admit_child(rt: Runtime, body: kopf.Body, patch: kopf.Patch, userinfo
     await _check_delegate(rt, userinfo, namespace, run_name)
     agent_name = (spec.get("agentRef") or {}).get("name", "")
     inherit = spec["delegation"].get("inherit", True)
-    agent = await rt.kube.get("agents", namespace, agent_name) if agent_name and not inherit else None
+    agent = None
+    if not inherit:
+        # The child acts for the parent's submitter: that person must be allowed to use the Agent.
+        submitted = ((await _parent_submitter(rt, namespace, parent) or {}).get("spec") or {}).get("submittedBy")
+        if submitted:
+            allowed, reason = await rt.kube.access_review(delegated.target_review_spec(submitted, namespace,
+                                                                                       agent_name))
+            if not allowed:
+                raise delegated.target_refused(submitted, agent_name, reason)
+        agent = await rt.kube.get("agents", namespace, agent_name) if agent_name else None
     snapshot = delegated.child_snapshot(spec, parent, agent, rt.config.current)
     parent_session = await rt.kube.get("agentsessions", namespace, parent["spec"]["sessionRef"]["name"])
     labels = delegated.child_labels(parent, parent_session, rt.config.current.delegation_max_depth)
@@ -119,9 +136,8 @@ async def _delegated_submitter(rt: Runtime, body: kopf.Body, userinfo: dict[str,
     namespace = body.metadata.namespace
     session = await rt.kube.get("agentsessions", namespace, (body.spec.get("sessionRef") or {}).get("name", ""))
     parent = await rt.kube.get("agentruns", namespace, run_name)
-    first = (parent or {}).get("spec", {}).get("inputs") or []
-    first_input = await rt.kube.get("agentinputs", namespace, first[0]) if first else None
-    submitted = delegated.delegated_submitter(session, parent, run_name, first_input)
+    submitted = delegated.delegated_submitter(session, parent, run_name, await _parent_submitter(rt, namespace, parent),
+                                              body.metadata.name or "", dict(body.spec))
     await _check_delegate(rt, userinfo, namespace, run_name)
     return submitted
 
@@ -158,7 +174,10 @@ async def mutate_input(body: kopf.Body, old: Any, operation: str, patch: kopf.Pa
     if INPUT_FINALIZER not in (body.metadata.get("finalizers") or []):
         patch.metadata["finalizers"] = [*(body.metadata.get("finalizers") or []), INPUT_FINALIZER]
     owners = [o for o in body.metadata.get("ownerReferences") or [] if o.get("kind") != "AgentSession"]
-    patch.metadata["ownerReferences"] = [*owners, owner_reference(allocated.session, controller=False)]
+    # No blockOwnerDeletion: under OwnerReferencesPermissionEnforcement it would require every
+    # sender to have update on agentsessions/finalizers; the input goes with its session anyway.
+    patch.metadata["ownerReferences"] = [*owners, {**owner_reference(allocated.session, controller=False),
+                                                   "blockOwnerDeletion": False}]
 
 
 @kopf.on.validate(GROUP, VERSION, "agentinputs", id=VALIDATE, operations=["CREATE", "UPDATE"])
@@ -187,10 +206,16 @@ async def validate_input(body: kopf.Body, old: Any, operation: str, userinfo: di
 
 
 @kopf.on.validate(GROUP, VERSION, "agentsessions", id=VALIDATE, operations=["CREATE", "UPDATE"])
-def validate_session(body: kopf.Body, **_: Any) -> None:
+def validate_session(body: kopf.Body, old: Any, operation: str, **_: Any) -> None:
     if body.spec.get("contextSnapshot") is None:
         raise kopf.AdmissionError("spec.contextSnapshot: missing: the session was not admitted by the "
                                   "sessionops mutating webhook", code=422)
+    # Tree labels are set by admission for children only: a session that could set or change
+    # them would escape its tree's bound and depth, or act inside another tree.
+    old_labels = dict((old or {}).get("metadata", {}).get("labels") or {}) if operation == "UPDATE" else None
+    if (problem := delegated.tree_label_problem(dict(body.metadata.labels or {}), old_labels,
+                                                delegated=bool(body.spec.get("delegation")))):
+        raise kopf.AdmissionError(problem, code=422)
 
 
 @kopf.on.validate(GROUP, VERSION, "agents", id=VALIDATE, operations=["CREATE", "UPDATE"])

@@ -9,12 +9,23 @@ import kopf
 
 from sessionops import GROUP, VERSION, checkpoints, phases
 from sessionops.api.run import TERMINAL_PHASES, RunPhase
-from sessionops.delegation.names import TREE_LABEL
+from sessionops.delegation.names import PARENT_RUN_LABEL, TREE_LABEL
+from sessionops.execution.reconcile import wake_held_runs
 from sessionops.runtime import Runtime
 from sessionops.scheduling.reconcile import reconcile_session, release_orphan, wake_held_back
 
 FREES_A_SLOT = TERMINAL_PHASES | {RunPhase.WAITING.value}
 """Run phases that no longer count against the tree's bound."""
+
+
+def _may_free_a_slot(run: dict[str, Any], *, deleted: bool) -> bool:
+    """A child's turn ended or waits, or a parent started waiting on its children: a held-back
+    sibling may claim now. Other runs never hold a tree back (no list call for them)."""
+    labels = run.get("metadata", {}).get("labels") or {}
+    status = run.get("status") or {}
+    in_tree = PARENT_RUN_LABEL in labels or bool(status.get("children")) or \
+        (status.get("waitpoint") or {}).get("kind") == "Delegation"
+    return TREE_LABEL in labels and in_tree and (deleted or status.get("phase") in FREES_A_SLOT)
 
 
 def _bound(memo: Any) -> int:
@@ -45,9 +56,10 @@ async def run_changed(body: kopf.Body, spec: kopf.Spec, namespace: str, type: st
     session = (spec.get("sessionRef") or {}).get("name")
     if session:
         await reconcile_session(memo.runtime.kube, namespace, session, _bound(memo))
-    root = (body.metadata.labels or {}).get(TREE_LABEL)
-    if root and (type == "DELETED" or (body.get("status") or {}).get("phase") in FREES_A_SLOT):
+    if _may_free_a_slot(dict(body), deleted=type == "DELETED"):
+        root = body.metadata.labels[TREE_LABEL]
         await wake_held_back(memo.runtime.kube, namespace, root, _bound(memo))
+        await wake_held_runs(memo.runtime.kube, memo.runtime.config.current, namespace, root)
 
 
 @kopf.timer(GROUP, VERSION, "agentsessions", interval=30, idle=10)

@@ -16,4 +16,3 @@ def run_name(session: str, head_sequence: int) -> str:
 
 def job_name(run: str, segment: int) -> str:
     return f"{run}-{segment}"
-

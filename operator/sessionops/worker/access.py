@@ -37,7 +37,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from sessionops import GROUP
+from sessionops import GROUP, authz
 from sessionops.api.input import SubmittedBy
 from sessionops.worker.k8s import WorkerKube
 
@@ -76,18 +76,7 @@ def skill_check(skill: str) -> Check:
 
 def review_spec(subject: SubmittedBy, namespace: str, check: Check) -> dict[str, Any]:
     """The SubjectAccessReview spec for one identity and one check (pure)."""
-    spec: dict[str, Any] = {
-        "user": subject.username,
-        "resourceAttributes": {"namespace": namespace, "verb": check.verb, "group": GROUP,
-                               "resource": check.resource, "name": check.name},
-    }
-    if subject.groups:
-        spec["groups"] = list(subject.groups)
-    if subject.uid:
-        spec["uid"] = subject.uid
-    if subject.extra:
-        spec["extra"] = {k: list(v) for k, v in subject.extra.items()}
-    return spec
+    return authz.review_spec(subject, namespace, check.verb, check.resource, check.name)
 
 
 def subjects_of(inputs: Iterable[Mapping[str, Any]]) -> list[SubmittedBy | None]:

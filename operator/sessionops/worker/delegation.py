@@ -34,9 +34,15 @@ class Dispatcher:
         self.run = run
         self.snapshot = snapshot
         self.access = access
+        self.resolved: set[str] = set()
+        """Children whose outcomes this segment delivers (a Delegation resume)."""
 
     def dispatch(self, tool_call_id: str, name: str, message: str, agent: str | None) -> str:
         child = child_session_name(self.run, tool_call_id, name)
+        if child in self.resolved:
+            # Resuming: the tool re-runs from its start only to receive this child's outcome.
+            # Creating anything now would start a child nobody waits for (its session may be gone).
+            return child
         existing = self.kube.get("agentsessions", self.namespace, child)
         if existing is None:
             if agent is not None:
@@ -50,10 +56,14 @@ class Dispatcher:
                          "messages": [{"content": message}]}}
         try:
             self.kube.create("agentinputs", self.namespace, body)
-        except Conflict:
+        except Conflict as e:
             # The name is the idempotency key: made by an earlier attempt of this very call.
             if self.kube.get("agentinputs", self.namespace, body["metadata"]["name"]) is None:
-                raise
+                raise ToolException(f"delegate: {e}") from None
+        except ApiException as e:
+            if e.status is not None and 400 <= e.status < 500:  # admission refused: tell the model why
+                raise ToolException(f"delegate: {status_message(e.body) or e.reason}") from None
+            raise
         logger.info("run %s: delegated %r to child session %s", self.run, name, child)
         return child
 
@@ -93,6 +103,7 @@ class Dispatcher:
         """Each awaited child's outcome (the resume values); read now, after the operator
         decided that every child ended or the deadline passed (``cut_off``: the children it
         stopped waiting for, from the run's ``status.children``)."""
+        self.resolved.update(children)
         values = {}
         for name in children:
             session = self.kube.get("agentsessions", self.namespace, name)

@@ -244,3 +244,29 @@ async def test_a_resume_takes_a_slot_of_the_tree_like_a_claim(local: tuple) -> N
     done = await stack.get("arun", f"{reviewer}-t1")
     assert done["status"]["result"]["text"] == "Reviewed: the plan is sound." and not done["status"].get("heldBack")
     assert (await stack.get("arun", f"{slowpoke}-t2"))["status"]["result"]["text"] == "Still here."
+
+
+async def test_a_delegation_resume_that_never_started_is_retried_with_the_outcomes(local: tuple) -> None:
+    stack, _ = local
+    runner = stack.pod_runner
+    name = unique("r")
+    cm = await stack.get("configmap", CONFIGMAP, OPERATOR_NS)
+    worker = yaml.safe_load(cm["data"]["config.yaml"]).get("worker") or {}
+    before = await set_config(stack, worker={**worker, "startTimeoutSeconds": 10})
+    await asyncio.to_thread(runner.hold, f"{name}-t1-2")  # the Resume segment's Job never gets a pod
+    try:
+        await stack.apply(m.agent(name))
+        await stack.apply(m.session(name, name, model="replay/delegate"))
+        await stack.apply(m.message(f"{name}-1", name, f"again {name}", delivery="FollowUp"))
+        run = await stack.wait_for("arun", f"{name}-t1", lambda r: len((r.get("status") or {}).get("segments")
+                                                                       or []) >= 3, timeout=120)
+    finally:
+        await asyncio.to_thread(runner.unhold, f"{name}-t1-2")
+        await stack.kubectl("patch", "configmap", CONFIGMAP, "-n", OPERATOR_NS, "--type=merge", "-p",
+                            json.dumps({"data": {"config.yaml": yaml.safe_dump(before)}}))
+    run = await stack.wait_for("arun", f"{name}-t1", phase("Succeeded", "Failed"), timeout=90)
+    assert run["status"]["phase"] == "Succeeded", run["status"]
+    assert [(s["kind"], s["outcome"]) for s in run["status"]["segments"]] == [
+        ("Start", "Waiting"), ("Resume", "NotStarted"), ("Retry", "Succeeded")]
+    assert run["status"]["result"]["text"] == "The researcher summarized the release notes for you."
+    assert len(await children_of(stack, f"{name}-t1")) == 1

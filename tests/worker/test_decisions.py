@@ -239,3 +239,17 @@ def test_a_tool_that_raises_fails_the_turn_with_tool_error(tmp_path: Path) -> No
     verdict = Segment._task_failure(graph, config, raised.value)
     assert verdict is not None and (verdict.reason, verdict.message) == ("ToolError", "RuntimeError: the disk is on fire")
     assert Segment._task_failure(graph, config, psycopg.OperationalError("db down")) is None
+
+
+def test_outcomes_are_delivered_by_a_delegation_resume_or_the_retry_of_a_lost_one() -> None:
+    resume, cont = plan.SegmentPlan(plan.Action.RESUME), plan.SegmentPlan(plan.Action.CONTINUE)
+    start = {"kind": "Start", "outcome": "Waiting"}
+    delegation_resume = {"kind": "Resume", "outcome": "Lost"}
+    answer = {"kind": "Resume", "input": "s1-i2", "outcome": "Lost"}
+    retry = {"kind": "Retry"}
+    assert plan.delivers_outcomes(resume, None, [start, delegation_resume])
+    assert plan.delivers_outcomes(cont, None, [start, delegation_resume, retry, retry])
+    assert not plan.delivers_outcomes(cont, None, [start, retry])  # lost before it waited: wait again
+    assert not plan.delivers_outcomes(cont, None, [start, answer, retry])
+    assert not plan.delivers_outcomes(resume, {"metadata": {"name": "s1-i2"}}, [start, answer])
+    assert not plan.delivers_outcomes(plan.SegmentPlan(plan.Action.START), None, [delegation_resume])

@@ -115,3 +115,15 @@ def last_resume_input(segments: Iterable[Mapping[str, Any]]) -> str | None:
         if seg.get("kind") == SegmentKind.RESUME.value and seg.get("input"):
             return str(seg["input"])
     return None
+
+
+def delivers_outcomes(step: SegmentPlan, resume_input: Mapping[str, Any] | None,
+                      segments: Iterable[Mapping[str, Any]]) -> bool:
+    """This segment answers a Delegation waitpoint with the children's outcomes: a Resume
+    without an input, or the Retry of one that was lost (resuming it directly instead of
+    re-running the delegate calls, which would only wait again)."""
+    if resume_input is not None or step.action not in (Action.RESUME, Action.CONTINUE):
+        return False
+    latest = next((s for s in reversed(list(segments)) if s.get("kind") != SegmentKind.RETRY.value), {})
+    return step.action == Action.RESUME or (latest.get("kind") == SegmentKind.RESUME.value
+                                            and not latest.get("input"))

@@ -87,6 +87,8 @@ class Segment:
         self.env = env
         self.kube = kube
         self.now = now
+        self.segments: list[dict[str, Any]] = []
+        self.awaited: set[str] = set()
 
     def log(self, message: str, *args: Any) -> None:
         logger.info(f"run %s segment %s: {message}", self.env.run, self.env.segment_name, *args)
@@ -166,6 +168,8 @@ class Segment:
                                 steering=steering, tool_filter=access.tool_filter)
             config = thread.run_config(thread_id, env.run, env.segment_name, snapshot.max_execution_steps)
             cut_off = {c.get("session") for c in (run.get("status") or {}).get("children") or [] if c.get("cutOff")}
+            self.segments = (run.get("status") or {}).get("segments") or []
+            self.awaited = {c.get("session") for c in (run.get("status") or {}).get("children") or []}
             verdict = self._execute(graph, saver, config, thread_id, inputs, resume, snapshot,
                                     lambda children: dispatcher.outcomes(children, cut_off))
             if verdict is None:
@@ -201,8 +205,9 @@ class Segment:
                 if (closed := thread.close_leftovers(graph, thread_id)) is not None:
                     self.log("closed an earlier turn's open calls: %s", ", ".join(closed.committed) or "none")
                 graph.invoke({"messages": plan.start_messages(inputs)}, config, durability="sync")
-            elif step.action == plan.Action.RESUME and resume is None and waitpoint is not None \
-                    and waitpoint.kind == WaitpointKind.DELEGATION.value:
+            elif plan.delivers_outcomes(step, resume, self.segments) and waitpoint is not None \
+                    and waitpoint.kind == WaitpointKind.DELEGATION.value \
+                    and set(waitpoint.children) == self.awaited:  # the wait the operator decided on
                 command = build_delegation_resume(state, outcomes(delegation_children(state)))
                 graph.invoke(command, config, durability="sync")
             elif step.action == plan.Action.RESUME:

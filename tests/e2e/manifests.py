@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
 API = "sessionops.dev/v1alpha1"
+PARENT_RUN = "sessionops.dev/parent-run"
 
 
 def agent(name: str, **spec: Any) -> dict[str, Any]:
@@ -44,3 +46,14 @@ async def start_turn(stack: Any, name: str, model: str, text: str = "go", **agen
     await stack.apply(agent(name, **agent_spec))
     await stack.apply(session(name, name, model=model))
     await stack.apply(message(f"{name}-1", name, text, delivery="FollowUp"))
+
+
+async def listed(stack: Any, kind: str, selector: str) -> list[dict[str, Any]]:
+    """``kubectl get KIND -l SELECTOR``: the objects."""
+    out = await stack.kubectl("get", kind, "-l", selector, "-o", "json")
+    return json.loads(out.stdout)["items"]
+
+
+async def children_of(stack: Any, run: str) -> list[dict[str, Any]]:
+    """The child sessions a run's delegate calls made."""
+    return await listed(stack, "asess", f"{PARENT_RUN}={run}")

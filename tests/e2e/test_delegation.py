@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from typing import Any
 
@@ -11,29 +10,13 @@ import pytest
 
 from tests.e2e import manifests as m
 from tests.e2e.conftest import REAL
-from tests.e2e.manifests import phase
+from tests.e2e.manifests import PARENT_RUN, children_of, listed, phase, start_turn
 from tests.stack import Stack
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module")]
 
 TREE = "sessionops.dev/tree"
-PARENT_RUN = "sessionops.dev/parent-run"
 TARGET = "delegate-target"  # named in the delegate-agent scenario
-
-
-async def items(stack: Stack, kind: str, selector: str) -> list[dict[str, Any]]:
-    out = await stack.kubectl("get", kind, "-l", selector, "-o", "json")
-    return json.loads(out.stdout)["items"]
-
-
-async def children_of(stack: Stack, run: str) -> list[dict[str, Any]]:
-    return await items(stack, "asess", f"{PARENT_RUN}={run}")
-
-
-async def open_session(stack: Stack, name: str, model: str, text: str = "go", **session: Any) -> None:
-    await stack.apply(m.agent(name))
-    await stack.apply(m.session(name, name, model=model, **session))
-    await stack.apply(m.message(f"{name}-1", name, text, delivery="FollowUp"))
 
 
 def tool_results(request: dict[str, Any]) -> list[str]:
@@ -41,7 +24,7 @@ def tool_results(request: dict[str, Any]) -> list[str]:
 
 
 async def test_a_child_inherits_the_dispatching_runs_configuration_not_the_sessions(stack: Stack, name: str) -> None:
-    await open_session(stack, name, "replay/delegate")
+    await start_turn(stack, name, "replay/delegate")
     await stack.wait_for("arun", f"{name}-t1", phase("Running"), timeout=90)
     # Mid-turn (the model takes 3 s before it delegates): the session moves to another model.
     await stack.kubectl("patch", "asess", name, "--type=merge", "-p", '{"spec":{"model":"replay/hello"}}')
@@ -123,16 +106,16 @@ async def test_an_explicit_agent_is_frozen_at_dispatch_and_its_question_shows_on
 
 
 async def test_deleting_the_root_session_removes_the_tree(stack: Stack, name: str) -> None:
-    await open_session(stack, name, "replay/delegate")
+    await start_turn(stack, name, "replay/delegate")
     run = await stack.wait_for("arun", f"{name}-t1", phase("Succeeded", "Failed"), timeout=120)
     assert run["status"]["phase"] == "Succeeded", run["status"]
     [child] = await children_of(stack, f"{name}-t1")
-    assert await items(stack, "arun", f"{TREE}={name}")  # the root's run and the child's
+    assert await listed(stack, "arun", f"{TREE}={name}")  # the root's run and the child's
     await stack.kubectl("delete", "asess", name, "--wait=false")
     deadline = time.monotonic() + 90
     while True:
-        left = {kind: await items(stack, kind, f"{TREE}={name}") for kind in ("asess", "arun")}
-        left["ainput"] = await items(stack, "ainput", f"{PARENT_RUN}={name}-t1")
+        left = {kind: await listed(stack, kind, f"{TREE}={name}") for kind in ("asess", "arun")}
+        left["ainput"] = await listed(stack, "ainput", f"{PARENT_RUN}={name}-t1")
         if not any(left.values()):
             break
         assert time.monotonic() < deadline, {k: [o["metadata"]["name"] for o in v] for k, v in left.items()}
@@ -141,7 +124,7 @@ async def test_deleting_the_root_session_removes_the_tree(stack: Stack, name: st
 
 
 async def test_cancelling_a_parent_cancels_its_active_children_first(stack: Stack, name: str) -> None:
-    await open_session(stack, name, "replay/delegate-cancel")
+    await start_turn(stack, name, "replay/delegate-cancel")
     run = await stack.wait_for("arun", f"{name}-t1", lambda r: ((r.get("status") or {}).get("children") or [{}])[0]
                                .get("phase") == "Running", timeout=120)
     [child_name] = run["status"]["waitpoint"]["children"]
@@ -155,16 +138,16 @@ async def test_cancelling_a_parent_cancels_its_active_children_first(stack: Stac
 
 async def test_the_tree_bound_holds_six_parallel_delegations_to_four_running_turns(
         stack: Stack, name: str) -> None:
-    await open_session(stack, name, "replay/delegate-six")
+    await start_turn(stack, name, "replay/delegate-six")
     most = 0
     held_back: set[str] = set()
     deadline = time.monotonic() + 180
     while True:
-        runs = await items(stack, "arun", f"{TREE}={name}")
+        runs = await listed(stack, "arun", f"{TREE}={name}")
         running = [r for r in runs if (r.get("status") or {}).get("phase", "Pending")
                    not in ("Succeeded", "Failed", "Cancelled", "Waiting")]
         most = max(most, len(running))
-        for session in await items(stack, "asess", f"{TREE}={name}"):
+        for session in await listed(stack, "asess", f"{TREE}={name}"):
             if ((session.get("status") or {}).get("queue") or {}).get("heldBack"):
                 held_back.add(session["metadata"]["name"])
         root = next((r for r in runs if r["metadata"]["name"] == f"{name}-t1"), None)
@@ -187,7 +170,7 @@ async def test_the_tree_bound_holds_six_parallel_delegations_to_four_running_tur
 
 
 async def test_a_child_delegates_again_within_the_same_tree(stack: Stack, name: str) -> None:
-    await open_session(stack, name, "replay/delegate-deep")
+    await start_turn(stack, name, "replay/delegate-deep")
     run = await stack.wait_for("arun", f"{name}-t1", phase("Succeeded", "Failed"), timeout=150)
     assert run["status"]["phase"] == "Succeeded", run["status"]
     assert run["status"]["result"]["text"] == "Top done."
@@ -201,5 +184,5 @@ async def test_a_child_delegates_again_within_the_same_tree(stack: Stack, name: 
     assert bottom["spec"]["contextSnapshot"] == run["spec"]["contextSnapshot"]  # inherited twice
     middle_run = await stack.get("arun", f"{middle_name}-t1")
     assert middle_run["status"]["result"]["text"] == "Middle done."
-    assert {r["metadata"]["name"] for r in await items(stack, "arun", f"{TREE}={name}")} == {
+    assert {r["metadata"]["name"] for r in await listed(stack, "arun", f"{TREE}={name}")} == {
         f"{name}-t1", f"{middle_name}-t1", f"{bottom['metadata']['name']}-t1"}

@@ -4,9 +4,11 @@ a worker killed mid-turn, and the operator's configuration changed at run time."
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import signal
 import uuid
+from collections.abc import AsyncIterator
 from typing import Any
 
 import kubernetes
@@ -16,21 +18,13 @@ import yaml
 from sessionops.kube import load_api_client
 from tests.cluster.authz import Policy
 from tests.e2e import manifests as m
-from tests.e2e.manifests import phase
+from tests.e2e.manifests import PARENT_RUN, children_of, listed, phase, start_turn
 from tests.stack import CONFIGMAP, OPERATOR_NS, Stack
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
-PARENT_RUN = "sessionops.dev/parent-run"
-
-
 def unique(prefix: str) -> str:
     return f"{prefix}{uuid.uuid4().hex[:6]}"
-
-
-async def children_of(stack: Stack, run: str) -> list[dict[str, Any]]:
-    out = await stack.kubectl("get", "asess", "-l", f"{PARENT_RUN}={run}", "-o", "json")
-    return json.loads(out.stdout)["items"]
 
 
 def tool_results(requests: list[dict[str, Any]], user_text: str) -> list[str]:
@@ -122,9 +116,7 @@ async def test_a_target_agent_the_submitter_may_not_use_is_refused_and_nothing_i
 async def test_a_parent_worker_lost_mid_turn_is_retried_and_reuses_its_child(local: tuple) -> None:
     stack, _ = local
     name = unique("k")
-    await stack.apply(m.agent(name))
-    await stack.apply(m.session(name, name, model="replay/delegate-retry", approvalMode="AlwaysTrust"))
-    await stack.apply(m.message(f"{name}-1", name, f"build {name}", delivery="FollowUp"))
+    await start_turn(stack, name, "replay/delegate-retry", f"build {name}", approvalMode="AlwaysTrust")
     for _ in range(300):  # the child exists while the parent's run_shell still sleeps
         if await children_of(stack, f"{name}-t1"):
             break
@@ -138,35 +130,38 @@ async def test_a_parent_worker_lost_mid_turn_is_retried_and_reuses_its_child(loc
     assert [s["kind"] for s in run["status"]["segments"]] == ["Start", "Retry", "Resume"]
     assert run["status"]["segments"][0]["outcome"] == "Lost"
     assert [c["metadata"]["name"] for c in await children_of(stack, f"{name}-t1")] == [child["metadata"]["name"]]
-    out = await stack.kubectl("get", "ainput", "-l", f"{PARENT_RUN}={name}-t1", "-o", "json")
-    assert [i["metadata"]["name"] for i in json.loads(out.stdout)["items"]] == [f"{child['metadata']['name']}-delegated"]
-    out = await stack.kubectl("get", "arun", "-l", f"sessionops.dev/session={child['metadata']['name']}", "-o", "json")
-    assert len(json.loads(out.stdout)["items"]) == 1
+    assert [i["metadata"]["name"] for i in await listed(stack, "ainput", f"{PARENT_RUN}={name}-t1")] == [
+        f"{child['metadata']['name']}-delegated"]
+    assert len(await listed(stack, "arun", f"sessionops.dev/session={child['metadata']['name']}")) == 1
     assert tool_results(await stack.replay_requests("delegate-retry"), f"build {name}")[0] == "Helped."
 
 
-async def set_config(stack: Stack, **changes: Any) -> dict[str, Any]:
-    """Change the operator's config.yaml (watched at run time); returns the previous one."""
+async def write_config(stack: Stack, config: dict[str, Any]) -> None:
+    patch = {"data": {"config.yaml": yaml.safe_dump(config)}}
+    await stack.kubectl("patch", "configmap", CONFIGMAP, "-n", OPERATOR_NS, "--type=merge", "-p", json.dumps(patch))
+
+
+@contextlib.asynccontextmanager
+async def configured(stack: Stack, **changes: Any) -> AsyncIterator[None]:
+    """The operator's config.yaml (watched at run time) with ``changes`` (a mapping value is
+    merged into the section), restored afterwards."""
     cm = await stack.get("configmap", CONFIGMAP, OPERATOR_NS)
     before = yaml.safe_load(cm["data"]["config.yaml"])
-    patch = {"data": {"config.yaml": yaml.safe_dump({**before, **changes})}}
-    await stack.kubectl("patch", "configmap", CONFIGMAP, "-n", OPERATOR_NS, "--type=merge", "-p", json.dumps(patch))
+    merged = {k: {**before.get(k, {}), **v} if isinstance(v, dict) else v for k, v in changes.items()}
+    await write_config(stack, {**before, **merged})
     await asyncio.sleep(1.5)  # the operator polls its ConfigMap every 0.5 s here
-    return before
+    try:
+        yield
+    finally:
+        await write_config(stack, before)
 
 
 async def test_a_parent_resumes_at_the_deadline_and_the_late_child_is_cancelled(local: tuple) -> None:
     stack, _ = local
     name = unique("t")
-    before = await set_config(stack, delegationTimeoutSeconds=3)
-    try:
-        await stack.apply(m.agent(name))
-        await stack.apply(m.session(name, name, model="replay/delegate-cancel"))
-        await stack.apply(m.message(f"{name}-1", name, f"wait {name}", delivery="FollowUp"))
+    async with configured(stack, delegationTimeoutSeconds=3):
+        await start_turn(stack, name, "replay/delegate-cancel", f"wait {name}")
         run = await stack.wait_for("arun", f"{name}-t1", phase("Succeeded", "Failed"), timeout=120)
-    finally:
-        await stack.kubectl("patch", "configmap", CONFIGMAP, "-n", OPERATOR_NS, "--type=merge", "-p",
-                            json.dumps({"data": {"config.yaml": yaml.safe_dump(before)}}))
     assert run["status"]["phase"] == "Succeeded", run["status"]
     [child_name] = [c["session"] for c in run["status"]["children"]]
     [result] = tool_results(await stack.replay_requests("delegate-cancel"), f"wait {name}")
@@ -183,15 +178,9 @@ async def test_a_parent_resumes_at_the_deadline_and_the_late_child_is_cancelled(
 async def test_a_delegate_call_past_the_depth_limit_is_refused(local: tuple) -> None:
     stack, _ = local
     name = unique("z")
-    before = await set_config(stack, delegationMaxDepth=1)
-    try:
-        await stack.apply(m.agent(name))
-        await stack.apply(m.session(name, name, model="replay/delegate-deep"))
-        await stack.apply(m.message(f"{name}-1", name, f"deep {name}", delivery="FollowUp"))
+    async with configured(stack, delegationMaxDepth=1):
+        await start_turn(stack, name, "replay/delegate-deep", f"deep {name}")
         run = await stack.wait_for("arun", f"{name}-t1", phase("Succeeded", "Failed"), timeout=120)
-    finally:
-        await stack.kubectl("patch", "configmap", CONFIGMAP, "-n", OPERATOR_NS, "--type=merge", "-p",
-                            json.dumps({"data": {"config.yaml": yaml.safe_dump(before)}}))
     assert run["status"]["phase"] == "Succeeded", run["status"]
     [middle] = await children_of(stack, f"{name}-t1")
     assert await children_of(stack, f"{middle['metadata']['name']}-t1") == []
@@ -208,42 +197,38 @@ async def test_a_resume_takes_a_slot_of_the_tree_like_a_claim(local: tuple) -> N
     name = unique("b")
     await stack.apply(m.agent("delegate-target", systemPrompt="You review rollout plans.",
                               model="replay/delegate-target"))
-    before = await set_config(stack, delegationConcurrency=1)
     held_job = None
-    try:
-        await stack.apply(m.agent(name))
-        await stack.apply(m.session(name, name, model="replay/delegate-pair", approvalMode="AlwaysTrust"))
-        await stack.apply(m.message(f"{name}-1", name, f"pair {name}", delivery="FollowUp"))
+    async with configured(stack, delegationConcurrency=1):
+        try:
+            await start_turn(stack, name, "replay/delegate-pair", f"pair {name}", approvalMode="AlwaysTrust")
 
-        def reviewer_asks_and_slowpoke_answered(run: dict[str, Any]) -> bool:
-            children = {c["name"]: c for c in (run.get("status") or {}).get("children") or []}
-            return bool(children.get("reviewer", {}).get("waitingAt")) and \
-                children.get("slowpoke", {}).get("phase") == "Succeeded"
+            def reviewer_asks_and_slowpoke_answered(run: dict[str, Any]) -> bool:
+                children = {c["name"]: c for c in (run.get("status") or {}).get("children") or []}
+                return bool(children.get("reviewer", {}).get("waitingAt")) and \
+                    children.get("slowpoke", {}).get("phase") == "Succeeded"
 
-        run = await stack.wait_for("arun", f"{name}-t1", reviewer_asks_and_slowpoke_answered, timeout=90)
-        children = {c["name"]: c["session"] for c in run["status"]["children"]}
-        reviewer, slowpoke = children["reviewer"], children["slowpoke"]
-        # A user talks to the finished child: its new turn (kept Pending) is the tree's one slot.
-        held_job = f"{slowpoke}-t2"
-        await asyncio.to_thread(runner.hold, held_job)
-        await stack.apply(m.message(f"{name}-more", slowpoke, "Anything else?", delivery="FollowUp"))
-        await stack.wait_for("arun", f"{slowpoke}-t2", lambda r: (r.get("status") or {}).get("segments"))
-        waitpoint = (await stack.get("arun", f"{reviewer}-t1"))["status"]["waitpoint"]
-        await stack.apply(m.resume(f"{name}-answer", reviewer, f"{reviewer}-t1", waitpoint["id"],
-                                   answers=["canary"]))
-        held = await stack.wait_for("arun", f"{reviewer}-t1", lambda r: (r.get("status") or {}).get("heldBack"),
-                                    timeout=30)
-        assert held["status"]["phase"] == "Waiting" and len(held["status"]["segments"]) == 1
-        assert held["status"]["heldBack"] == (f'delegation tree "{name}" runs 1 turns (bound 1): '
-                                              "waiting for one to finish")
-        await asyncio.to_thread(runner.unhold, held_job)
-        held_job = None
-        run = await stack.wait_for("arun", f"{name}-t1", phase("Succeeded", "Failed"), timeout=120)
-    finally:
-        if held_job:
+            run = await stack.wait_for("arun", f"{name}-t1", reviewer_asks_and_slowpoke_answered, timeout=90)
+            children = {c["name"]: c["session"] for c in run["status"]["children"]}
+            reviewer, slowpoke = children["reviewer"], children["slowpoke"]
+            # A user talks to the finished child: its new turn (kept Pending) is the tree's one slot.
+            held_job = f"{slowpoke}-t2"
+            await asyncio.to_thread(runner.hold, held_job)
+            await stack.apply(m.message(f"{name}-more", slowpoke, "Anything else?", delivery="FollowUp"))
+            await stack.wait_for("arun", f"{slowpoke}-t2", lambda r: (r.get("status") or {}).get("segments"))
+            waitpoint = (await stack.get("arun", f"{reviewer}-t1"))["status"]["waitpoint"]
+            await stack.apply(m.resume(f"{name}-answer", reviewer, f"{reviewer}-t1", waitpoint["id"],
+                                       answers=["canary"]))
+            held = await stack.wait_for("arun", f"{reviewer}-t1", lambda r: (r.get("status") or {}).get("heldBack"),
+                                        timeout=30)
+            assert held["status"]["phase"] == "Waiting" and len(held["status"]["segments"]) == 1
+            assert held["status"]["heldBack"] == (f'delegation tree "{name}" runs 1 turns (bound 1): '
+                                                  "waiting for one to finish")
             await asyncio.to_thread(runner.unhold, held_job)
-        await stack.kubectl("patch", "configmap", CONFIGMAP, "-n", OPERATOR_NS, "--type=merge", "-p",
-                            json.dumps({"data": {"config.yaml": yaml.safe_dump(before)}}))
+            held_job = None
+            run = await stack.wait_for("arun", f"{name}-t1", phase("Succeeded", "Failed"), timeout=120)
+        finally:
+            if held_job:
+                await asyncio.to_thread(runner.unhold, held_job)
     assert run["status"]["phase"] == "Succeeded", run["status"]
     assert run["status"]["result"]["text"] == "Both children answered."
     done = await stack.get("arun", f"{reviewer}-t1")
@@ -255,20 +240,14 @@ async def test_a_delegation_resume_that_never_started_is_retried_with_the_outcom
     stack, _ = local
     runner = stack.pod_runner
     name = unique("r")
-    cm = await stack.get("configmap", CONFIGMAP, OPERATOR_NS)
-    worker = yaml.safe_load(cm["data"]["config.yaml"]).get("worker") or {}
-    before = await set_config(stack, worker={**worker, "startTimeoutSeconds": 10})
-    await asyncio.to_thread(runner.hold, f"{name}-t1-2")  # the Resume segment's Job never gets a pod
-    try:
-        await stack.apply(m.agent(name))
-        await stack.apply(m.session(name, name, model="replay/delegate"))
-        await stack.apply(m.message(f"{name}-1", name, f"again {name}", delivery="FollowUp"))
-        run = await stack.wait_for("arun", f"{name}-t1", lambda r: len((r.get("status") or {}).get("segments")
-                                                                       or []) >= 3, timeout=120)
-    finally:
-        await asyncio.to_thread(runner.unhold, f"{name}-t1-2")
-        await stack.kubectl("patch", "configmap", CONFIGMAP, "-n", OPERATOR_NS, "--type=merge", "-p",
-                            json.dumps({"data": {"config.yaml": yaml.safe_dump(before)}}))
+    async with configured(stack, worker={"startTimeoutSeconds": 10}):
+        await asyncio.to_thread(runner.hold, f"{name}-t1-2")  # the Resume segment's Job never gets a pod
+        try:
+            await start_turn(stack, name, "replay/delegate", f"again {name}")
+            run = await stack.wait_for("arun", f"{name}-t1", lambda r: len((r.get("status") or {}).get("segments")
+                                                                           or []) >= 3, timeout=120)
+        finally:
+            await asyncio.to_thread(runner.unhold, f"{name}-t1-2")
     run = await stack.wait_for("arun", f"{name}-t1", phase("Succeeded", "Failed"), timeout=90)
     assert run["status"]["phase"] == "Succeeded", run["status"]
     assert [(s["kind"], s["outcome"]) for s in run["status"]["segments"]] == [

@@ -99,5 +99,13 @@ def test_delivering_outcomes_never_creates_a_child_again() -> None:
     child = child_session_name("p-t1", "call_1", "kid")
     # The child was deleted while its parent waited: the outcome says so, and the re-run tool
     # (the resume) must not start a new child that nobody would wait for.
-    assert d.outcomes([child], set()) == {child: {"session": child, "phase": "Deleted"}}
+    assert d.outcomes([child]) == {child: {"session": child, "phase": "Deleted"}}
     assert d.dispatch("call_1", "kid", "m", None) == child and api.created == []
+
+
+def test_the_operators_view_says_what_was_awaited_and_what_was_cut_off() -> None:
+    child = child_session_name("p-t1", "call_1", "kid")
+    d = Dispatcher(Api(), "team-a", "p-t1", SNAP, Access(),  # type: ignore[arg-type]
+                   [{"name": "kid", "session": child, "phase": "Cancelled", "cutOff": True}])
+    assert d.awaited == {child} and d.cut_off == {child}
+    assert d.outcomes([child])[child]["deadlinePassed"] is True

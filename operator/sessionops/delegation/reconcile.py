@@ -5,7 +5,9 @@ absolute value (a Cancelled phase, ``spec.cancel: true``), so repeating a pass i
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+from collections.abc import AsyncIterator
 from typing import Any
 
 from sessionops.api.input import InputPhase
@@ -42,6 +44,16 @@ async def observe(kube: Kube, run: dict[str, Any]) -> list[tuple[str, tree.Child
         given = (((session or {}).get("spec") or {}).get("delegation") or {}).get("name") or name
         found.append((given, tree.Child(name, session, inp, child_run)))
     return found
+
+
+@contextlib.asynccontextmanager
+async def tree_slot(kube: Kube, namespace: str, root: str, bound: int) -> AsyncIterator[str | None]:
+    """Hold the tree's lock while a turn may start (a claim, a resume); yields why it may not
+    (None: the tree has room). Counting and starting must not interleave with a sibling's,
+    or two could both take the last slot."""
+    async with lock("tree", namespace, root):
+        running = tree.running_turns(await kube.list("agentruns", namespace, f"{TREE_LABEL}={root}"))
+        yield tree.held_back(root, running, bound)
 
 
 def tree_of(run: dict[str, Any]) -> str:

@@ -16,6 +16,7 @@ from typing import Any
 
 from sessionops.api.input import InputPhase
 from sessionops.api.run import TERMINAL_PHASES, ChildStatus, RunPhase, WaitpointKind
+from sessionops.timestamps import parse
 
 QUEUED = "Queued"
 """A child's phase before its queue claims the delegated input."""
@@ -89,7 +90,7 @@ def waiting_since(run: Mapping[str, Any]) -> datetime.datetime | None:
     last = segments[-1] if segments else {}
     if last.get("outcome") != RunPhase.WAITING.value or not last.get("finishedAt"):
         return None
-    return datetime.datetime.fromisoformat(str(last["finishedAt"]).replace("Z", "+00:00"))
+    return parse(last["finishedAt"])
 
 
 @dataclasses.dataclass(frozen=True)

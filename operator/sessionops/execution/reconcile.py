@@ -16,7 +16,7 @@ from sessionops.delegation import tree
 from sessionops.delegation.names import TREE_LABEL
 from sessionops.execution import jobs, segments
 from sessionops.kube import Kube
-from sessionops.locks import coalesced, lock
+from sessionops.locks import coalesced
 from sessionops.scheduling.names import SESSION_LABEL
 
 logger = logging.getLogger(__name__)
@@ -60,10 +60,7 @@ async def _resume_within_bound(kube: Kube, config: OperatorConfig, run: dict[str
     """A waiting turn that resumes runs again: it takes a slot of its tree like a claim does
     (under the same lock), or stays Waiting with the reason in ``status.heldBack``."""
     namespace, name = run["metadata"]["namespace"], run["metadata"]["name"]
-    root = delegation.tree_of(run)
-    async with lock("tree", namespace, root):
-        running = tree.running_turns(await kube.list("agentruns", namespace, f"{TREE_LABEL}={root}"))
-        held = tree.held_back(root, running, config.delegation_concurrency)
+    async with delegation.tree_slot(kube, namespace, delegation.tree_of(run), config.delegation_concurrency) as held:
         if held is not None:
             if (run.get("status") or {}).get("heldBack") != held:
                 await kube.patch_status("agentruns", namespace, name, {"status": {"heldBack": held}})

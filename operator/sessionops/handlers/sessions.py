@@ -8,7 +8,7 @@ from typing import Any
 import kopf
 
 from sessionops import GROUP, VERSION, checkpoints, phases
-from sessionops.api.run import TERMINAL_PHASES, RunPhase
+from sessionops.api.run import TERMINAL_PHASES, RunPhase, WaitpointKind
 from sessionops.delegation.names import PARENT_RUN_LABEL, TREE_LABEL
 from sessionops.execution.reconcile import wake_held_runs
 from sessionops.runtime import Runtime
@@ -24,7 +24,7 @@ def _may_free_a_slot(run: dict[str, Any], *, deleted: bool) -> bool:
     labels = run.get("metadata", {}).get("labels") or {}
     status = run.get("status") or {}
     in_tree = PARENT_RUN_LABEL in labels or bool(status.get("children")) or \
-        (status.get("waitpoint") or {}).get("kind") == "Delegation"
+        (status.get("waitpoint") or {}).get("kind") == WaitpointKind.DELEGATION.value
     return TREE_LABEL in labels and in_tree and (deleted or status.get("phase") in FREES_A_SLOT)
 
 

@@ -14,10 +14,10 @@ from kubernetes.client.exceptions import ApiException
 
 from sessionops import API_VERSION, metrics
 from sessionops.api.config import OperatorConfig
-from sessionops.delegation import tree
+from sessionops.delegation import reconcile as delegation
 from sessionops.delegation.names import PARENT_RUN_LABEL, PARENT_SESSION_LABEL, TREE_LABEL, tree_root
 from sessionops.kube import Conflict, Kube
-from sessionops.locks import coalesced, lock
+from sessionops.locks import coalesced
 from sessionops.scheduling import queue
 from sessionops.scheduling.names import CLAIMED_AT_LABEL, INPUT_FINALIZER, SEQUENCE_LABEL, SESSION_LABEL
 from sessionops.timestamps import parse
@@ -74,12 +74,9 @@ async def _reconcile(kube: Kube, namespace: str, name: str, tree_bound: int) -> 
         return None
     if TREE_LABEL not in (session["metadata"].get("labels") or {}):
         return await _pass(kube, session, None)
-    # A child: counting the tree's running turns and claiming must not interleave with a
-    # sibling's, or two siblings could both take the last slot.
-    root = tree_root(session)
-    async with lock("tree", namespace, root):
-        running = tree.running_turns(await kube.list("agentruns", namespace, f"{TREE_LABEL}={root}"))
-        return await _pass(kube, session, tree.held_back(root, running, tree_bound))
+    # A child claims within its tree's bound.
+    async with delegation.tree_slot(kube, namespace, tree_root(session), tree_bound) as held_back:
+        return await _pass(kube, session, held_back)
 
 
 async def _pass(kube: Kube, session: dict[str, Any], held_back: str | None) -> queue.Plan:

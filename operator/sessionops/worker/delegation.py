@@ -10,6 +10,7 @@ as its ``submittedBy``, so the child acts for the same person, never for the wor
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kubernetes.client.exceptions import ApiException
@@ -28,12 +29,18 @@ class Dispatcher:
     """``dispatch`` for the delegate tool of one run; ``outcomes`` for its resume."""
 
     def __init__(self, kube: WorkerKube, namespace: str, run: str, snapshot: ContextSnapshot,
-                 access: Access) -> None:
+                 access: Access, children: Iterable[Mapping[str, Any]] = ()) -> None:
+        """``children``: the run's ``status.children``, the operator's view of what it waits on."""
         self.kube = kube
         self.namespace = namespace
         self.run = run
         self.snapshot = snapshot
         self.access = access
+        children = list(children)
+        self.awaited = {c.get("session") for c in children}
+        """The children the operator decided on when it started a Delegation resume."""
+        self.cut_off = {c.get("session") for c in children if c.get("cutOff")}
+        """Children it stopped waiting for at the deadline."""
         self.resolved: set[str] = set()
         """Children whose outcomes this segment delivers (a Delegation resume)."""
 
@@ -50,20 +57,12 @@ class Dispatcher:
             self._create_session(child, tool_call_id, name, agent)
         else:
             self._check_ours(existing, tool_call_id)
-        body = {"apiVersion": "sessionops.dev/v1alpha1", "kind": "AgentInput",
-                "metadata": {"name": child_input_name(child), "labels": {PARENT_RUN_LABEL: self.run}},
-                "spec": {"sessionRef": {"name": child}, "kind": "Message", "delivery": "FollowUp",
-                         "messages": [{"content": message}]}}
-        try:
-            self.kube.create("agentinputs", self.namespace, body)
-        except Conflict as e:
-            # The name is the idempotency key: made by an earlier attempt of this very call.
-            if self.kube.get("agentinputs", self.namespace, body["metadata"]["name"]) is None:
-                raise ToolException(f"delegate: {e}") from None
-        except ApiException as e:
-            if e.status is not None and 400 <= e.status < 500:  # admission refused: tell the model why
-                raise ToolException(f"delegate: {status_message(e.body) or e.reason}") from None
-            raise
+        # The name is the idempotency key: an earlier attempt of this very call made it.
+        self._create("agentinputs", {
+            "apiVersion": "sessionops.dev/v1alpha1", "kind": "AgentInput",
+            "metadata": {"name": child_input_name(child), "labels": {PARENT_RUN_LABEL: self.run}},
+            "spec": {"sessionRef": {"name": child}, "kind": "Message", "delivery": "FollowUp",
+                     "messages": [{"content": message}]}})
         logger.info("run %s: delegated %r to child session %s", self.run, name, child)
         return child
 
@@ -81,15 +80,20 @@ class Dispatcher:
                 "spec": {"agentRef": {"name": agent or source},
                          "delegation": {"parentRun": self.run, "toolCallId": tool_call_id, "name": name,
                                         "inherit": agent is None}}}
+        self._check_ours(self._create("agentsessions", body), tool_call_id)
+
+    def _create(self, plural: str, body: dict[str, Any]) -> dict[str, Any]:
+        """Create through admission; on a name clash, the object that exists. A refusal by
+        admission becomes a ToolException, so the model reads why."""
         try:
-            self.kube.create("agentsessions", self.namespace, body)
+            return self.kube.create(plural, self.namespace, body)
         except Conflict as e:
-            existing = self.kube.get("agentsessions", self.namespace, child)
-            if existing is None:  # not a name clash: admission refused with 409 (say why)
+            existing = self.kube.get(plural, self.namespace, body["metadata"]["name"])
+            if existing is None:  # not a name clash: admission refused with 409
                 raise ToolException(f"delegate: {e}") from None
-            self._check_ours(existing, tool_call_id)
+            return existing
         except ApiException as e:
-            if e.status is not None and 400 <= e.status < 500:  # admission refused: tell the model why
+            if e.status is not None and 400 <= e.status < 500:
                 raise ToolException(f"delegate: {status_message(e.body) or e.reason}") from None
             raise
 
@@ -99,10 +103,9 @@ class Dispatcher:
             raise ToolException(f"delegate: session {session['metadata']['name']} exists and is not this "
                                 "call's child")
 
-    def outcomes(self, children: list[str], cut_off: set[str]) -> dict[str, dict[str, Any]]:
+    def outcomes(self, children: list[str]) -> dict[str, dict[str, Any]]:
         """Each awaited child's outcome (the resume values); read now, after the operator
-        decided that every child ended or the deadline passed (``cut_off``: the children it
-        stopped waiting for, from the run's ``status.children``)."""
+        decided that every child ended or the deadline passed."""
         self.resolved.update(children)
         values = {}
         for name in children:
@@ -110,5 +113,5 @@ class Dispatcher:
             inp = self.kube.get("agentinputs", self.namespace, child_input_name(name))
             run_name = tree.run_of(inp)
             run = self.kube.get("agentruns", self.namespace, run_name) if run_name else None
-            values[name] = tree.result(tree.Child(name, session, inp, run), cut_off=name in cut_off)
+            values[name] = tree.result(tree.Child(name, session, inp, run), cut_off=name in self.cut_off)
         return values

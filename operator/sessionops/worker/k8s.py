@@ -109,11 +109,6 @@ class WorkerKube:
     def get(self, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
         return self.read(f"{CUSTOM}/namespaces/{namespace}/{plural}/{name}")
 
-    def list(self, plural: str, namespace: str, label_selector: str) -> list[dict[str, Any]]:
-        result = self.request("GET", f"{CUSTOM}/namespaces/{namespace}/{plural}",
-                              query={"labelSelector": label_selector})
-        return list(result.get("items") or [])
-
     def create(self, plural: str, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
         """POST through admission; ``Conflict`` when the name exists."""
         return self.request("POST", f"{CUSTOM}/namespaces/{namespace}/{plural}", body=body)

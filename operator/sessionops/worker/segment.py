@@ -87,8 +87,6 @@ class Segment:
         self.env = env
         self.kube = kube
         self.now = now
-        self.segments: list[dict[str, Any]] = []
-        self.awaited: set[str] = set()
 
     def log(self, message: str, *args: Any) -> None:
         logger.info(f"run %s segment %s: {message}", self.env.run, self.env.segment_name, *args)
@@ -162,16 +160,14 @@ class Segment:
             mcp_tools = mcp.load(server_connections(snapshot.mcp_servers, access=access, kube=self.kube,
                                                     namespace=env.namespace))
             saver = PostgresSaver(conn)
-            dispatcher = Dispatcher(self.kube, env.namespace, env.run, snapshot, access)
+            status = run.get("status") or {}
+            dispatcher = Dispatcher(self.kube, env.namespace, env.run, snapshot, access, status.get("children") or [])
             graph = build_agent(snapshot, model=model, workdir=Path(env.workdir), checkpointer=saver,
                                 skills=skills, extra_tools=[*mcp_tools, delegate_tool(dispatcher.dispatch)],
                                 steering=steering, tool_filter=access.tool_filter)
             config = thread.run_config(thread_id, env.run, env.segment_name, snapshot.max_execution_steps)
-            cut_off = {c.get("session") for c in (run.get("status") or {}).get("children") or [] if c.get("cutOff")}
-            self.segments = (run.get("status") or {}).get("segments") or []
-            self.awaited = {c.get("session") for c in (run.get("status") or {}).get("children") or []}
-            verdict = self._execute(graph, saver, config, thread_id, inputs, resume, snapshot,
-                                    lambda children: dispatcher.outcomes(children, cut_off))
+            verdict = self._execute(graph, saver, config, thread_id, inputs, resume, snapshot, dispatcher,
+                                    status.get("segments") or [])
             if verdict is None:
                 # Tasks pend without an interrupt after the graph returned: langgraph stopped
                 # early. Not a verdict: let the operator retry from the checkpoint.
@@ -192,8 +188,8 @@ class Segment:
 
     def _execute(self, graph: CompiledStateGraph, saver: PostgresSaver, config: dict[str, Any], thread_id: str,
                  inputs: list[dict[str, Any]], resume: dict[str, Any] | None,
-                 snapshot: ContextSnapshot,
-                 outcomes: Callable[[list[str]], dict[str, Any]]) -> Verdict | None:
+                 snapshot: ContextSnapshot, dispatcher: Dispatcher,
+                 segments: list[dict[str, Any]]) -> Verdict | None:
         state = graph.get_state(config)
         waitpoint = waitpoint_from_state(state)
         step = plan.plan_segment(self.env.kind, turn_started=thread.turn_started(saver, thread_id, self.env.run),
@@ -205,10 +201,10 @@ class Segment:
                 if (closed := thread.close_leftovers(graph, thread_id)) is not None:
                     self.log("closed an earlier turn's open calls: %s", ", ".join(closed.committed) or "none")
                 graph.invoke({"messages": plan.start_messages(inputs)}, config, durability="sync")
-            elif plan.delivers_outcomes(step, resume, self.segments) and waitpoint is not None \
+            elif plan.delivers_outcomes(step, resume, segments) and waitpoint is not None \
                     and waitpoint.kind == WaitpointKind.DELEGATION.value \
-                    and set(waitpoint.children) == self.awaited:  # the wait the operator decided on
-                command = build_delegation_resume(state, outcomes(delegation_children(state)))
+                    and set(waitpoint.children) == dispatcher.awaited:  # the wait the operator decided on
+                command = build_delegation_resume(state, dispatcher.outcomes(delegation_children(state)))
                 graph.invoke(command, config, durability="sync")
             elif step.action == plan.Action.RESUME:
                 spec = (resume or {}).get("spec") or {}

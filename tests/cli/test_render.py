@@ -128,3 +128,15 @@ def test_paused_session_says_how_to_continue() -> None:
     out = text(*render.session_overview(session, [], []))
     assert 'Queue       0 pending, paused: turn "demo-t1" was cancelled' in out
     assert "resume the queue: kubectl sessionops continue demo" in out
+
+
+def test_the_queue_count_includes_an_input_the_operator_has_not_reconciled_yet() -> None:
+    """``send`` returns once the input is admitted; the session status catches up a moment later."""
+    session = {"metadata": {"name": "demo", "namespace": "team-a"}, "spec": {"agentRef": {"name": "helper"}},
+               "status": {"phase": "Paused", "queue": {"pending": 0, "paused": True,
+                                                        "pausedReason": 'turn "demo-t1" was cancelled'}}}
+    inputs = [{"metadata": {"name": "demo-again"}, "spec": {"sequence": 2, "messages": [{"content": "again"}]}},
+              {"metadata": {"name": "demo-k1"}, "spec": {"sequence": 1}, "status": {"phase": "Consumed"}}]
+    out = text(*render.session_overview(session, [], inputs))
+    assert 'Queue       1 pending, paused: turn "demo-t1" was cancelled' in out
+    assert ["demo-again", "2", "Message", "-", "again"] in rows(out)

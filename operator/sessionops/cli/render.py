@@ -217,7 +217,10 @@ def session_overview(session: dict[str, Any], runs: Sequence[dict[str, Any]], in
     snapshot = spec.get("contextSnapshot") or {}
     grid.add_row("Model", str(status.get("model") or snapshot.get("model") or "-"))
     grid.add_row("Approval", str(status.get("approvalMode") or snapshot.get("approvalMode") or "-"))
-    queue_text = Text(f"{queue.get('pending', 0)} pending")
+    # Counted from the inputs listed now, like the table below, not from the operator's last
+    # reconcile: an input received a moment ago is already pending.
+    pending = sorted((i for i in inputs if is_pending(i)), key=sequence_of)
+    queue_text = Text(f"{len(pending)} pending")
     if queue.get("paused"):
         queue_text.append(", paused", style="bold yellow")
         if queue.get("pausedReason"):
@@ -244,9 +247,8 @@ def session_overview(session: dict[str, Any], runs: Sequence[dict[str, Any]], in
     if active_run and (active_run.get("status") or {}).get("phase") == "Waiting" and waitpoint:
         parts.append(waitpoint_table(waitpoint, (active_run.get("status") or {}).get("children") or []))
         parts.extend(Text(h, style="dim") for h in waitpoint_hints(active, waitpoint, ns))
-    pending = [i for i in inputs if is_pending(i)]
     if pending:
-        parts.append(pending_table(sorted(pending, key=sequence_of)))
+        parts.append(pending_table(pending))
     ordered = sorted(runs, key=sequence_of, reverse=True)[:recent]
     if ordered:
         parts.append(runs_table(ordered))

@@ -248,7 +248,9 @@ async def test_a_delegation_resume_that_never_started_is_retried_with_the_outcom
                                                                            or []) >= 3, timeout=120)
         finally:
             await asyncio.to_thread(runner.unhold, f"{name}-t1-2")
-    run = await stack.wait_for("arun", f"{name}-t1", phase("Succeeded", "Failed"), timeout=90)
+    # The worker writes the phase; the operator records the segment's outcome once its Job completes.
+    run = await stack.wait_for("arun", f"{name}-t1", lambda r: phase("Succeeded", "Failed")(r) and (
+        r["status"]["segments"][-1].get("outcome")), timeout=90)
     assert run["status"]["phase"] == "Succeeded", run["status"]
     assert [(s["kind"], s["outcome"]) for s in run["status"]["segments"]] == [
         ("Start", "Waiting"), ("Resume", "NotStarted"), ("Retry", "Succeeded")]

@@ -136,7 +136,11 @@ def test_the_queue_count_includes_an_input_the_operator_has_not_reconciled_yet()
                "status": {"phase": "Paused", "queue": {"pending": 0, "paused": True,
                                                         "pausedReason": 'turn "demo-t1" was cancelled'}}}
     inputs = [{"metadata": {"name": "demo-again"}, "spec": {"sequence": 2, "messages": [{"content": "again"}]}},
-              {"metadata": {"name": "demo-k1"}, "spec": {"sequence": 1}, "status": {"phase": "Consumed"}}]
+              {"metadata": {"name": "demo-k1"}, "spec": {"sequence": 1}, "status": {"phase": "Consumed"}},
+              # Being deleted: it has left the queue, as the operator counts it.
+              {"metadata": {"name": "demo-gone", "deletionTimestamp": "2026-12-02T10:00:00Z"},
+               "spec": {"sequence": 3}, "status": {"phase": "Pending"}}]
     out = text(*render.session_overview(session, [], inputs))
+    assert "demo-gone" not in out
     assert 'Queue       1 pending, paused: turn "demo-t1" was cancelled' in out
     assert ["demo-again", "2", "Message", "-", "again"] in rows(out)

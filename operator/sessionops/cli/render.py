@@ -15,6 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from sessionops.scheduling.names import SEQUENCE_LABEL
+from sessionops.scheduling.queue import is_pending
 
 PLUGIN = "kubectl sessionops"
 STYLES = {
@@ -197,10 +198,6 @@ def pending_table(inputs: Sequence[dict[str, Any]]) -> Group:
     return titled("Queued inputs", table)
 
 
-def is_pending(inp: dict[str, Any]) -> bool:
-    return (inp.get("status") or {}).get("phase") in (None, "Pending")
-
-
 def session_overview(session: dict[str, Any], runs: Sequence[dict[str, Any]], inputs: Sequence[dict[str, Any]],
                      *, ns: str = "", recent: int = 5) -> list[RenderableType]:
     """``status``: the session, its queue, the active run (with its waitpoint) and recent runs."""
@@ -217,8 +214,8 @@ def session_overview(session: dict[str, Any], runs: Sequence[dict[str, Any]], in
     snapshot = spec.get("contextSnapshot") or {}
     grid.add_row("Model", str(status.get("model") or snapshot.get("model") or "-"))
     grid.add_row("Approval", str(status.get("approvalMode") or snapshot.get("approvalMode") or "-"))
-    # Counted from the inputs listed now, like the table below, not from the operator's last
-    # reconcile: an input received a moment ago is already pending.
+    # Counted from the inputs listed now (by the operator's own rule), like the table below,
+    # not from the operator's last reconcile: an input received a moment ago is already pending.
     pending = sorted((i for i in inputs if is_pending(i)), key=sequence_of)
     queue_text = Text(f"{len(pending)} pending")
     if queue.get("paused"):

@@ -34,6 +34,7 @@ from sessionops.cli.errors import (
     EXIT_TIMEOUT,
     CliError,
 )
+from sessionops.scheduling.queue import is_pending
 
 
 class _TimedOut(Exception):
@@ -229,9 +230,9 @@ class Watcher:
                 if inp["metadata"]["name"] in seen and run:
                     self.out.print(f"session {name}: {inp['metadata']['name']} became run {run}")
                     return self._follow_run(run, set())
-            pending = [i for i in messages if render.is_pending(i)]
+            pending = [i for i in messages if is_pending(i)]
             queue = status.get("queue") or {}
-            resuming = any((i.get("spec") or {}).get("kind") == "Continue" and render.is_pending(i) for i in inputs)
+            resuming = any((i.get("spec") or {}).get("kind") == "Continue" and is_pending(i) for i in inputs)
             if queue.get("paused") and not resuming:
                 self.out.print(Text(f"session {name} is Paused ({len(pending)} queued): "
                                     f"{queue.get('pausedReason') or 'the queue is paused'}", style="yellow"))

@@ -83,6 +83,9 @@ async def test_kopf_operator_lifecycle(cluster, api, monkeypatch, storage, caplo
         async def handled():
             obj = (await api.get(f'{CRS}/s1')).body
             assert FINALIZER in obj['metadata'].get('finalizers', [])
+            # Until kopf's first status patch there is no status at all: an assertion, so
+            # ``eventually`` polls again instead of the KeyError ending the test.
+            assert 'status' in obj
             assert obj['status'].get('phase') == 'Running'
             assert obj['status'].get('create_fn') == {'job': 's1-job'}
             assert int(obj['status'].get('ticks') or 0) >= 2

@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 export PATH := $(CURDIR)/.tools/bin:$(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: install tools test lint crds dev dev-down demo bench clean
+.PHONY: install tools test test-fast lint crds dev dev-down demo bench clean
 
 $(PY):
 	python3 -m venv $(VENV)
@@ -33,9 +33,17 @@ lint: install
 crds: install
 	$(PY) -m sessionops.api.crds
 
+# Parallel by test module (module-scoped stacks stay on one worker); TEST_WORKERS=0 runs serially.
+# The suite's processes mostly wait on each other, so more workers than cores pays off.
+TEST_WORKERS ?= 3
+
 # pytest exits 5 when no test is collected: make treats any non-zero exit as failure.
 test: install tools lint
-	$(VENV)/bin/pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+
+# The unit tier only: pure tests, no server, database, subprocess or binary (tests/conftest.py).
+test-fast: install
+	$(VENV)/bin/pytest -q -p no:cacheprovider -m unit $(PYTEST_ARGS)
 
 dev: install tools
 	$(PY) -m tests.localstack up

@@ -36,6 +36,9 @@ from sessionops.agent import build_agent
 from sessionops.api.snapshot import ContextSnapshot
 from sessionops.cancellation import checkpoint_graph, cleanup_thread
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests import pgserver  # noqa: E402
+
 COUNTS = (1, 2, 4, 8, 16, 32, 64)
 MAX_COMMITS = 3
 MAX_MS_AT_64 = 250.0
@@ -75,7 +78,7 @@ class CountingSaver(PostgresSaver):
 
 
 def _url(dbname: str) -> str:
-    params = conninfo_to_dict(os.environ.get("DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres"))
+    params = conninfo_to_dict(os.environ["DATABASE_URL"])
     params["dbname"] = dbname
     return make_conninfo(**params)
 
@@ -135,4 +138,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    with pgserver.database_url():
+        sys.exit(main())

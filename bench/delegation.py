@@ -27,6 +27,7 @@ import aiohttp
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from sessionops.timestamps import parse  # noqa: E402
+from tests import pgserver  # noqa: E402
 from tests.e2e import manifests as m  # noqa: E402
 from tests.stack import running_stack  # noqa: E402
 
@@ -99,4 +100,5 @@ async def main(rounds: int) -> dict:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
-    print(json.dumps(asyncio.run(main(parser.parse_args().rounds)), indent=2))
+    with pgserver.database_url():
+        print(json.dumps(asyncio.run(main(parser.parse_args().rounds)), indent=2))

@@ -23,6 +23,7 @@ import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from tests import pgserver  # noqa: E402
 from tests.e2e import manifests as m  # noqa: E402
 from tests.stack import running_stack  # noqa: E402
 
@@ -90,4 +91,5 @@ async def main(sessions: int) -> dict:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sessions", type=int, default=100)
-    print(json.dumps(asyncio.run(main(parser.parse_args().sessions)), indent=2))
+    with pgserver.database_url():
+        print(json.dumps(asyncio.run(main(parser.parse_args().sessions)), indent=2))

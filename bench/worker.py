@@ -37,6 +37,7 @@ from sessionops.execution.jobs import job_body  # noqa: E402
 from sessionops.kube import load_api_client  # noqa: E402
 from sessionops.replay import running_replay_server  # noqa: E402
 from sessionops.worker.k8s import CUSTOM, WorkerKube  # noqa: E402
+from tests import pgserver  # noqa: E402
 from tests.agent.pg import create_database, drop_database, server_url  # noqa: E402
 from tests.podrunner.envresolve import resolve_env  # noqa: E402
 from tests.podrunner.threaded import threaded_cluster  # noqa: E402
@@ -148,4 +149,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    with pgserver.database_url():
+        sys.exit(main())

@@ -4,7 +4,8 @@
 replay model, the pod runner and the operator, installs the chart with the real ``helm``,
 and returns when everything is ready. It writes ``.dev/kubeconfig``, ``.dev/env`` (the replay
 URL, the database) and ``.dev/pids``; ``down`` stops exactly those processes and drops the
-database ``up`` created. ``demo`` applies ``examples/`` and shows a conversation with an
+database ``up`` created. Without ``DATABASE_URL`` it starts an embedded PostgreSQL server
+(``tests.pgserver``, state in ``.dev/postgres``) that ``down`` stops. ``demo`` applies ``examples/`` and shows a conversation with an
 approval wait and a cancellation.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import re
@@ -21,8 +23,10 @@ import sys
 import time
 from pathlib import Path
 
+import psycopg
+
+from tests import pgserver
 from tests.stack import (
-    ADMIN_DSN,
     OPERATOR_NS,
     ROOT,
     WEBHOOK_SERVICE,
@@ -72,6 +76,21 @@ def _alive() -> bool:
     return True
 
 
+def _database_server() -> str:
+    """The admin DSN: ``DATABASE_URL`` if set (checked first: one clear line when unreachable), else embedded."""
+    if dsn := os.environ.get("DATABASE_URL"):
+        if problem := pgserver.unreachable(dsn):
+            raise SystemExit(problem)
+        return dsn
+    try:
+        dsn = pgserver.start(DEV / "postgres").dsn
+    except pgserver.EmbeddedPostgresError as err:
+        raise SystemExit(f"could not start the embedded PostgreSQL ({err}); set DATABASE_URL to a server you run") \
+            from None
+    print(f"embedded PostgreSQL at {dsn} (DATABASE_URL unset; data in {DEV / 'postgres'})")
+    return dsn
+
+
 def up() -> None:
     """Idempotent: a running stack is left as it is; a half-dead one is stopped and restarted."""
     if _alive():
@@ -80,10 +99,11 @@ def up() -> None:
     if (DEV / "pids").exists():
         down()
     DEV.mkdir(exist_ok=True)
+    admin = _database_server()
     for log in DEV.glob("*.log"):
         log.unlink()
-    db_name, dsn = create_database()
-    (DEV / "database").write_text(db_name)
+    db_name, dsn = create_database(admin)
+    (DEV / "database").write_text(json.dumps({"name": db_name, "admin": admin}))
     webhook_port, metrics_port = free_port(), free_port()
     kubeconfig = DEV / "kubeconfig"
 
@@ -120,12 +140,14 @@ def up() -> None:
     print(f"replay model at {replay_url}; logs in .dev/*.log; stop with `make dev-down`")
 
 
-def down() -> None:
+def down(quiet: bool = False) -> None:
+    """Stops what ``up`` started, in reverse order: processes, the stack's database, the embedded server."""
     pids = DEV / "pids"
-    if not pids.exists():
-        print("the local stack is not running")
+    if not pids.exists() and not (DEV / "database").exists() and not (DEV / "postgres" / pgserver.STATE).exists():
+        if not quiet:
+            print("the local stack is not running")
         return
-    entries = [line.split() for line in pids.read_text().splitlines() if line.strip()]
+    entries = [line.split() for line in pids.read_text().splitlines() if line.strip()] if pids.exists() else []
     for name, pid in reversed(entries):  # the operator first, the cluster last
         try:
             os.killpg(int(pid), signal.SIGTERM)
@@ -141,11 +163,15 @@ def down() -> None:
         else:
             os.killpg(int(pid), signal.SIGKILL)
         print(f"stopped {name} ({pid})")
-    pids.unlink()
+    pids.unlink(missing_ok=True)
     database = DEV / "database"
     if database.exists():
-        drop_database(database.read_text().strip(), ADMIN_DSN)
+        record = json.loads(database.read_text())
+        with contextlib.suppress(psycopg.OperationalError):  # a server that is gone took the database with it
+            drop_database(record["name"], record["admin"])
         database.unlink()
+    if pgserver.stop(DEV / "postgres"):
+        print("stopped the embedded PostgreSQL")
 
 
 async def demo() -> None:
@@ -205,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             up()
         except BaseException:
-            down()
+            down(quiet=True)
             raise
     elif args.command == "down":
         down()

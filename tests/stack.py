@@ -34,7 +34,15 @@ OPERATOR_NS = "sessionops-system"
 WEBHOOK_SERVICE = f"{RELEASE}-webhook"
 CONFIGMAP = f"{RELEASE}-config"
 EXAMPLES_REPLAY = ROOT / "examples" / "replay"
-ADMIN_DSN = os.environ.get("DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+
+
+def admin_dsn() -> str:
+    """``DATABASE_URL``: the user's server, or the embedded one the suite or ``make dev`` started."""
+    try:
+        return os.environ["DATABASE_URL"]
+    except KeyError:
+        raise RuntimeError("DATABASE_URL is not set: the suite (tests/conftest.py) and `make dev` set it "
+                           "to an embedded server when the user gives none") from None
 
 
 def free_port() -> int:
@@ -49,15 +57,16 @@ def database_dsn(admin_dsn: str, name: str) -> str:
     return psycopg.conninfo.make_conninfo(**info)
 
 
-def create_database(admin_dsn: str = ADMIN_DSN) -> tuple[str, str]:
+def create_database(admin: str | None = None) -> tuple[str, str]:
     name = f"sessionops_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(admin_dsn, autocommit=True) as conn:
+    admin = admin or admin_dsn()
+    with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
-    return name, database_dsn(admin_dsn, name)
+    return name, database_dsn(admin, name)
 
 
-def drop_database(name: str, admin_dsn: str = ADMIN_DSN) -> None:
-    with psycopg.connect(admin_dsn, autocommit=True) as conn:
+def drop_database(name: str, admin: str | None = None) -> None:
+    with psycopg.connect(admin or admin_dsn(), autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 

@@ -1,6 +1,6 @@
 """Real PostgreSQL for graph tests: one database per test, cloned from a set-up template.
 
-The server is ``DATABASE_URL`` (default: the local server, user postgres). A template
+The server is ``DATABASE_URL`` (the user's, or the run's embedded one: ``tests/conftest.py``). A template
 database with the saver's schema is created once per session; each test gets
 ``CREATE DATABASE t_<uuid> TEMPLATE ...`` (a file copy: ~40 ms, no migrations) and
 drops it afterwards. Import the fixtures into a ``conftest.py`` to use them.
@@ -8,7 +8,6 @@ drops it afterwards. Import the fixtures into a ``conftest.py`` to use them.
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Iterator
 
@@ -17,12 +16,11 @@ import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from sessionops import checkpoints
-
-DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
+from tests.stack import admin_dsn
 
 
 def server_url(dbname: str) -> str:
-    params = conninfo_to_dict(os.environ.get("DATABASE_URL", DEFAULT_URL))
+    params = conninfo_to_dict(admin_dsn())
     params["dbname"] = dbname
     return make_conninfo(**params)
 

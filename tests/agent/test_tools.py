@@ -88,18 +88,21 @@ def test_large_files_are_truncated(tools, workdir):
     assert content.endswith("...]") and "truncated" in content
 
 
+@pytest.mark.integration  # a real shell
 def test_run_shell_runs_in_the_work_directory_without_the_worker_environment(tools, workdir, monkeypatch):
     monkeypatch.setenv("DATABASE_URL", "postgresql://secret")
     result = call(tools, "run_shell", command="pwd; echo ${DATABASE_URL:-unset}; exit 3")
     assert result.content == f"exit code 3\n{workdir.resolve()}\nunset\n"
 
 
+@pytest.mark.integration  # a real shell
 def test_run_shell_times_out_and_kills_the_command(tools):
     result = call(tools, "run_shell", command="echo started; sleep 30", timeout_seconds=1)
     assert result.status == "error"
     assert "timed out after 1s" in result.content and "started" in result.content
 
 
+@pytest.mark.integration  # a real shell
 def test_run_shell_output_is_bounded(tools):
     result = call(tools, "run_shell", command="head -c 200000 /dev/zero | tr '\\0' 'a'")
     assert len(result.content) < builtin.MAX_SHELL_OUTPUT + 200

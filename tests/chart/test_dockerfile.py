@@ -187,9 +187,8 @@ def test_ci_workflow() -> None:
     assert {"push", "pull_request"} <= set(workflow["on"])
     (job,) = workflow["jobs"].values()
     assert job["runs-on"].startswith("ubuntu")
-    assert job["services"]["postgres"]["image"].startswith("postgres:16")
-    assert "5432:5432" in job["services"]["postgres"]["ports"]
-    assert job["env"]["DATABASE_URL"].startswith("postgresql://postgres@127.0.0.1:5432/")
+    # A fresh machine: no database service and no DATABASE_URL, so the embedded server is what CI tests.
+    assert "services" not in job and "DATABASE_URL" not in (job.get("env") or {})
     steps = _steps_text(job)
     assert "make test" in steps and "make lint" in steps and "hadolint Dockerfile" in steps
     assert "actions/setup-python" in steps

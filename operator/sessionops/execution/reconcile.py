@@ -42,6 +42,13 @@ async def _reconcile(kube: Kube, config: OperatorConfig, namespace: str, name: s
         return None
     last = ((run.get("status") or {}).get("segments") or [None])[-1]
     job = await kube.get_job(namespace, last["job"]) if last else None
+    if segments.JobView.of(job).finished:
+        # The run was read before the Job: a worker that wrote its verdict and exited between the
+        # two reads would look Lost and be retried. Its write happened before its exit, which
+        # happened before the Job finished, so a run read now includes it.
+        run = await kube.get("agentruns", namespace, name)
+        if run is None or run["metadata"].get("deletionTimestamp"):
+            return None
     session = run["spec"]["sessionRef"]["name"]
     inputs = await kube.list("agentinputs", namespace, f"{SESSION_LABEL}={session}")
     now = now or datetime.datetime.now(datetime.UTC)

@@ -1,0 +1,70 @@
+"""The run controller never retries a segment whose worker wrote its verdict and exited 0.
+
+The race (seen as 2 spurious ``Lost`` -> ``Retry`` segments in 200 runs): the controller read
+the run while the worker was still running, the worker then wrote ``Succeeded`` and exited,
+and the controller read the Job as complete. Decided from those two reads the segment looked
+Lost. Here the API answers in exactly that order.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime
+from typing import Any
+
+from sessionops.execution.reconcile import reconcile_run
+from tests.factories import config
+
+NOW = datetime.datetime(2026, 12, 3, 12, 0, tzinfo=datetime.UTC)
+
+
+def run(phase: str) -> dict[str, Any]:
+    return {"metadata": {"name": "s-t1", "namespace": "team-a", "uid": "u1"},
+            "spec": {"sessionRef": {"name": "s"}, "inputs": ["i1"],
+                     "contextSnapshot": {"systemPrompt": "p", "model": "m", "approvalMode": "Default"}},
+            "status": {"phase": phase, "segments": [{"name": "s-t1-1", "kind": "Start", "job": "s-t1-1",
+                                                     "startedAt": "2026-12-03T11:59:00Z"}]}}
+
+
+COMPLETE_JOB = {"metadata": {"name": "s-t1-1", "creationTimestamp": "2026-12-03T11:59:00Z"},
+                "status": {"succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}]}}
+
+
+class RacingKube:
+    """Answers run reads from a script (the worker's verdict lands between the first two reads)."""
+
+    def __init__(self, runs: list[dict[str, Any]], job: dict[str, Any]) -> None:
+        self.runs, self.job = runs, job
+        self.patches: list[dict[str, Any]] = []
+        self.created: list[dict[str, Any]] = []
+
+    async def get(self, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
+        assert plural == "agentruns", plural
+        return copy.deepcopy(self.runs.pop(0) if len(self.runs) > 1 else self.runs[0])
+
+    async def get_job(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return copy.deepcopy(self.job)
+
+    async def list(self, plural: str, namespace: str, label_selector: str = "") -> list[dict[str, Any]]:
+        return []
+
+    async def patch_status(self, plural: str, namespace: str, name: str, body: dict[str, Any]) -> None:
+        self.patches.append(body)
+
+    async def create_job(self, namespace: str, body: dict[str, Any]) -> None:
+        self.created.append(body)
+
+
+async def test_a_verdict_written_just_before_the_job_completed_is_recorded_not_retried() -> None:
+    kube = RacingKube([run("Running"), run("Succeeded")], COMPLETE_JOB)
+    plan = await reconcile_run(kube, config(), "team-a", "s-t1", now=NOW)
+    assert plan is not None and plan.start_segment is None and not kube.created
+    (segment,) = plan.status["segments"]
+    assert segment["outcome"] == "Succeeded"
+
+
+async def test_a_worker_that_exited_without_a_verdict_is_still_lost_and_retried() -> None:
+    kube = RacingKube([run("Running"), run("Running")], COMPLETE_JOB)
+    plan = await reconcile_run(kube, config(), "team-a", "s-t1", now=NOW)
+    assert plan is not None and plan.start_segment is not None and plan.start_segment[1] == "Retry"
+    assert plan.status["segments"][0]["outcome"] == "Lost" and len(kube.created) == 1

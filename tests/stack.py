@@ -92,7 +92,8 @@ async def run_cli(binary: str | Path, *args: str, input: str | None = None, chec
 
 
 def chart_values(replay_url: str, scenarios: list[str], namespaces: list[str],
-                 default_model: str = "replay/hello") -> dict[str, Any]:
+                 default_model: str = "replay/hello", checkpoint_retention: int | None = None) -> dict[str, Any]:
+    retention = {} if checkpoint_retention is None else {"checkpointRetention": checkpoint_retention}
     return {
         "operator": {"replicas": 1},
         "postgresql": {"enabled": False},
@@ -102,6 +103,7 @@ def chart_values(replay_url: str, scenarios: list[str], namespaces: list[str],
             "defaults": {"model": default_model},
             "models": [{"name": f"replay/{s}", "provider": "replay", "model": s, "endpoint": f"{replay_url}/v1"}
                        for s in sorted(scenarios)],
+            **retention,
         },
     }
 
@@ -210,14 +212,16 @@ class Stack:
             return await r.json()
 
 
-async def install(stack: Stack, scenarios: list[str], namespaces: list[str]) -> None:
+async def install(stack: Stack, scenarios: list[str], namespaces: list[str],
+                  checkpoint_retention: int | None = None) -> None:
     """Namespaces, database secrets, the chart (real helm), then the webhook certificate files."""
     for ns in [OPERATOR_NS, *namespaces]:
         await stack.kubectl("create", "namespace", ns, check=False)
         await stack.kubectl("create", "secret", "generic", "sessionops-database", "-n", ns,
                             f"--from-literal=url={stack.database_url}", check=False)
     values = stack.root / "values.yaml"
-    values.write_text(yaml.safe_dump(chart_values(stack.replay_url, scenarios, namespaces)))
+    values.write_text(yaml.safe_dump(chart_values(stack.replay_url, scenarios, namespaces,
+                                                  checkpoint_retention=checkpoint_retention)))
     await stack.helm("install", RELEASE, str(ROOT / "charts" / "sessionops"), "-n", OPERATOR_NS, "-f", str(values))
     secret = await stack.get("secret", f"{RELEASE}-webhook-tls", OPERATOR_NS)
     certs = stack.root / "certs"
@@ -235,8 +239,10 @@ async def install(stack: Stack, scenarios: list[str], namespaces: list[str]) -> 
 
 @contextlib.asynccontextmanager
 async def running_stack(root: Path, *, namespace: str = "team-a", operator: bool = True,
-                        pod_runner: bool = True) -> AsyncIterator[tuple[Stack, Any]]:
-    """Yields (stack, cluster): the cluster object lets tests set SAR policies and inject faults."""
+                        pod_runner: bool = True, checkpoint_retention: int | None = None,
+                        ) -> AsyncIterator[tuple[Stack, Any]]:
+    """Yields (stack, cluster): the cluster object lets tests set SAR policies and inject faults.
+    ``checkpoint_retention``: the chart's default unless given."""
     from sessionops.replay.server import ReplayServer
     from tests.cluster import running_cluster
 
@@ -249,7 +255,7 @@ async def running_stack(root: Path, *, namespace: str = "team-a", operator: bool
             cluster.service_endpoints[(OPERATOR_NS, WEBHOOK_SERVICE)] = ("127.0.0.1", webhook_port)
             stack = Stack(root=root, kubeconfig=root / "kubeconfig", database_url=dsn, replay_url=replay.url,
                           namespace=namespace, webhook_port=webhook_port, metrics_port=metrics_port)
-            await install(stack, list(replay.scenarios), [namespace])
+            await install(stack, list(replay.scenarios), [namespace], checkpoint_retention=checkpoint_retention)
             runner = None
             if pod_runner:
                 from tests.podrunner import PodRunner

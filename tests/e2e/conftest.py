@@ -28,7 +28,7 @@ async def stack(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Stack
                     namespace=os.environ.get("SESSIONOPS_E2E_NAMESPACE", "sessionops-e2e"),
                     webhook_port=0, metrics_port=0)
         return
-    async with running_stack(Path(root)) as (s, _cluster):
+    async with running_stack(Path(root), checkpoint_retention=1) as (s, _cluster):
         yield s
 
 

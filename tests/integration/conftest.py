@@ -15,5 +15,5 @@ from tests.stack import Stack, running_stack
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def local(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[tuple[Stack, Any]]:
-    async with running_stack(Path(tmp_path_factory.mktemp("stack"))) as (stack, cluster):
+    async with running_stack(Path(tmp_path_factory.mktemp("stack")), checkpoint_retention=1) as (stack, cluster):
         yield stack, cluster

@@ -34,7 +34,10 @@ def operator_config(replay: ReplayServer) -> OperatorConfig:
     # A catalog entry whose scenario the replay server does not know: the model answers 404.
     models.append({"name": "replay/missing", "provider": "replay", "model": "no-such-scenario",
                    "endpoint": f"{replay.url}/v1"})
-    return OperatorConfig.model_validate({"defaults": {"model": "replay/hello"}, "models": models})
+    # Retention 1: every segment of these tests prunes the thread to its latest checkpoint, so
+    # resumes, retries, steers and cancellations are all shown to work on a pruned thread.
+    return OperatorConfig.model_validate({"defaults": {"model": "replay/hello"}, "models": models,
+                                          "checkpointRetention": 1})
 
 
 @pytest.fixture

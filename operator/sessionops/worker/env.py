@@ -58,6 +58,8 @@ class WorkerEnv:
     holder's Lease has expired well within it."""
     identity: str = ""
     """Host name: the pod name in a cluster (and under the pod runner)."""
+    checkpoint_retention: int = 20
+    """Checkpoints of the thread kept after each segment (the operator config's ``checkpointRetention``)."""
 
     @property
     def segment_name(self) -> str:
@@ -88,6 +90,9 @@ class WorkerEnv:
         except ValueError:
             raise EnvError("SESSIONOPS_SEGMENT_KIND must be Start, Resume or Retry") from None
         lease_seconds = int(number("SESSIONOPS_LEASE_SECONDS", 30) or 30)
+        retention = int(number("SESSIONOPS_CHECKPOINT_RETENTION", 20) or 0)
+        if retention < 1:
+            raise EnvError("SESSIONOPS_CHECKPOINT_RETENTION must be at least 1: the latest checkpoint is the thread")
         if lease_seconds < 3:
             raise EnvError("SESSIONOPS_LEASE_SECONDS must be at least 3")
         model = None
@@ -115,4 +120,5 @@ class WorkerEnv:
             lease_seconds=lease_seconds,
             lease_wait_seconds=float(number("SESSIONOPS_LEASE_WAIT_SECONDS", 2.0 * lease_seconds, float) or 0),
             identity=env.get("HOSTNAME", "").strip() or socket.gethostname(),
+            checkpoint_retention=retention,
         )

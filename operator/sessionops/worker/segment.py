@@ -173,8 +173,22 @@ class Segment:
                 # early. Not a verdict: let the operator retry from the checkpoint.
                 raise RuntimeError("the graph stopped with pending tasks and no interrupt")
             messages = graph.get_state(config).values.get("messages", [])
+        self._prune(thread_id)
         usage = outcome.usage_of(outcome.turn_messages(messages, plan.turn_start_ids(inputs)))
         return self._report(verdict, usage)
+
+    def _prune(self, thread_id: str) -> None:
+        """Retention after the segment's last write, still under the Lease, so no other writer of
+        the thread runs; the latest checkpoints (the turn's state and its pending writes) are kept.
+        Housekeeping, not a verdict: a failure is logged and the next segment prunes again."""
+        try:
+            deleted = checkpoints.prune(self.env.database_url, thread_id, self.env.checkpoint_retention)
+        except psycopg.Error as e:
+            logger.warning("run %s: checkpoint retention failed (%s); the next segment retries it",
+                           self.env.run, type(e).__name__)
+            return
+        if deleted:
+            self.log("pruned %d checkpoint(s), keeping the latest %d", deleted, self.env.checkpoint_retention)
 
     def _skills(self, snapshot: ContextSnapshot, access: Access) -> dict[str, str]:
         """Skill texts the agent may load now: selected by the snapshot and allowed by access."""

@@ -138,6 +138,27 @@ async def test_a_session_at_the_limits_can_be_updated_and_deleted(stack: Stack, 
     await gone(stack, "asess", name)
 
 
+async def test_an_agent_at_the_limits_can_be_updated_and_deleted(stack: Stack, name: str) -> None:
+    """An update's review carries the Agent twice (over 1 MiB here): the webhook reads it."""
+    spec: dict = {"systemPrompt": "é" * limits.SYSTEM_PROMPT_CHARS, "contextSchema": []}
+    while True:
+        field = {"name": f"f{len(spec['contextSchema'])}", "type": "string",
+                 "enum": ["x" * limits.CONTEXT_VALUE_CHARS]}
+        grown = {**spec, "contextSchema": [*spec["contextSchema"], field]}
+        if limits.json_size(grown) > limits.AGENT_SPEC_BYTES:
+            break
+        spec = grown
+    assert limits.json_size(spec) > limits.AGENT_SPEC_BYTES - limits.CONTEXT_VALUE_CHARS - 64
+    await stack.kubectl("create", "-f", "-", input=json.dumps(m.agent(name, **spec)))
+    await manage(stack, "agent", name)
+    patch = stack.root / f"{name}-patch.json"
+    patch.write_text(json.dumps({"spec": {"systemPrompt": "ü" * limits.SYSTEM_PROMPT_CHARS}}))
+    await stack.kubectl("patch", "agent", name, "--type=merge", "--patch-file", str(patch))
+    assert (await stack.get("agent", name))["spec"]["systemPrompt"][0] == "ü"
+    await stack.kubectl("delete", "agent", name, "--wait=false")
+    await gone(stack, "agent", name)
+
+
 async def refusal(stack: Stack, manifest: dict) -> str:
     res = await stack.kubectl("create", "-f", "-", input=json.dumps(manifest), check=False)
     assert res.returncode != 0, f"accepted: {res.stdout}"

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import pytest
 import yaml
@@ -18,28 +17,21 @@ from tests.stack import ROOT, Stack
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module")]
 
 
-def user_manifests() -> list[Path]:
-    """``examples/`` (not the replay scenarios) and every Kubernetes manifest in ``docs/``."""
-    found = sorted((ROOT / "examples").glob("*.yaml"))
+def user_manifests() -> dict[str, str]:
+    """Name -> text of ``examples/*.yaml`` (not the replay scenarios) and of every complete
+    Kubernetes manifest (each document has apiVersion and kind) in a YAML block of ``docs/``."""
+    found = {p.name: p.read_text() for p in sorted((ROOT / "examples").glob("*.yaml"))}
     for doc in sorted((ROOT / "docs").glob("*.md")):
         for i, block in enumerate(re.findall(r"```ya?ml\n(.*?)```", doc.read_text(), re.S)):
             objects = [o for o in yaml.safe_load_all(block) if isinstance(o, dict)]
             if objects and all("apiVersion" in o and "kind" in o for o in objects):
-                found.append(doc.with_name(f"{doc.name}#{i}"))
+                found[f"{doc.name} block {i}"] = block
     return found
 
 
-def manifest_text(path: Path) -> str:
-    if "#" not in path.name:
-        return path.read_text()
-    doc, index = path.name.split("#")
-    return re.findall(r"```ya?ml\n(.*?)```", (path.parent / doc).read_text(), re.S)[int(index)]
-
-
 def stored_size(obj: dict) -> int:
-    """Bytes of the object as the API server stores it."""
-    return limits.json_size({k: v for k, v in obj.items() if k != "metadata"} |
-                            {"metadata": {k: v for k, v in obj["metadata"].items() if k != "managedFields"}})
+    """Bytes of the object as the API server stores it (but managedFields, which kubectl hides)."""
+    return limits.json_size(obj)
 
 
 async def live(stack: Stack, text: str) -> list[dict]:
@@ -51,19 +43,17 @@ async def live(stack: Stack, text: str) -> list[dict]:
 
 async def test_reapplying_every_example_and_doc_manifest_reports_no_change(stack: Stack) -> None:
     manifests = user_manifests()
-    assert {p.name for p in manifests} >= {"01-agent.yaml", "02-session.yaml", "03-input.yaml"}
-    for path in manifests:
-        text = manifest_text(path)
+    assert set(manifests) >= {"01-agent.yaml", "02-session.yaml", "03-input.yaml"}
+    for source, text in manifests.items():
         await stack.kubectl("apply", "-f", "-", input=text)
         again = await stack.kubectl("apply", "-f", "-", input=text)
         lines = again.stdout.strip().splitlines()
-        assert lines and all(line.endswith(" unchanged") for line in lines), (path.name, again.stdout)
-    for path in manifests:
-        text = manifest_text(path)
+        assert lines and all(line.endswith(" unchanged") for line in lines), (source, again.stdout)
+    for source, text in manifests.items():
         await stack.kubectl("apply", "--server-side", "-f", "-", input=text)
         before = await live(stack, text)
         diff = await stack.kubectl("diff", "--server-side", "-f", "-", input=text, check=False)
-        assert diff.returncode == 0, (path.name, diff.stdout, diff.stderr)
+        assert diff.returncode == 0, (source, diff.stdout, diff.stderr)
         await stack.kubectl("apply", "--server-side", "-f", "-", input=text)
         after = await live(stack, text)
         for old, new in zip(before, after, strict=True):

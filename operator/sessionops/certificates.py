@@ -10,7 +10,6 @@ import datetime
 import ipaddress
 from collections.abc import Collection
 
-import kopf
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -47,12 +46,3 @@ def self_signed(hostnames: Collection[str], days: int = 365) -> tuple[bytes, byt
                                 serialization.NoEncryption())
     return cert.public_bytes(serialization.Encoding.PEM), key_pem
 
-
-class WebhookServer(kopf.WebhookServer):
-    """kopf's webhook server with certificates from ``cryptography`` instead of oscrypto."""
-
-    @staticmethod
-    def build_certificate(hostnames: Collection[str], password: str | None = None) -> tuple[bytes, bytes]:
-        if password:
-            raise ValueError("encrypted self-signed keys are not supported; pass certfile/pkeyfile instead")
-        return self_signed(hostnames)

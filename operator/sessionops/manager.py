@@ -15,21 +15,26 @@ import kopf
 from kubernetes.client.exceptions import ApiException
 
 from sessionops import checkpoints, logs, metrics, scans
-from sessionops.certificates import WebhookServer
 from sessionops.config_watch import ConfigWatcher
 from sessionops.configuration import ConfigStore
 from sessionops.kube import Kube, load_api_client
 from sessionops.runtime import Runtime
 from sessionops.settings import Settings
+from sessionops.webhook import WebhookServer
 
 logger = logging.getLogger(__name__)
+
+FROZEN_FIELDS = ("spec.contextSnapshot", "spec.context")
+"""Left out of kopf's diff base: admission freezes them (no handler reacts to a change that
+cannot happen), and they are the bulk of a session; kept, every object stored them twice."""
 
 
 def configure_kopf(kopf_settings: kopf.OperatorSettings, settings: Settings) -> None:
     # Bookkeeping and status in one atomic status patch: 2 API writes per handled object
     # instead of 3 (ARCHITECTURE 7.2). The CRDs declare status.kopf so it is not pruned.
     kopf_settings.persistence.progress_storage = kopf.StatusProgressStorage(field="status.kopf.progress")
-    kopf_settings.persistence.diffbase_storage = kopf.StatusDiffBaseStorage(field="status.kopf.diffbase")
+    kopf_settings.persistence.diffbase_storage = kopf.StatusDiffBaseStorage(
+        field="status.kopf.diffbase", ignored_fields=FROZEN_FIELDS)
     kopf_settings.persistence.finalizer = "sessionops.dev/finalizer"
     kopf_settings.posting.level = logging.WARNING
     kopf_settings.watching.server_timeout = 300

@@ -72,8 +72,11 @@ def test_input_spec_is_immutable_after_creation() -> None:
     ({"sessionRef": {"name": "s"}, "kind": "Continue", "delivery": "Steer"}, "Message inputs only"),
     (input_spec(messages=[{"content": "x"}] * 21), "21"),
     (input_spec(messages=[{"content": "x" * 32_769}]), "Too long"),
+    (input_spec(messages=[{"content": "ok"}, {"content": " \n\t\u3000"}]),
+     "spec.messages[1].content: Invalid value: must not be blank (whitespace only)"),
 ], ids=["message without messages", "continue with messages", "overrides without FollowUp", "blank override model",
-        "resume without run", "run on a message", "delivery on a continue", "too many messages", "oversize message"])
+        "resume without run", "run on a message", "delivery on a continue", "too many messages", "oversize message",
+        "whitespace-only message"])
 def test_invalid_inputs_are_rejected_with_a_field_and_reason(spec: dict, words: str) -> None:
     assert words in rejected("AgentInput", obj("AgentInput", spec))
 

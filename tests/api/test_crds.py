@@ -61,6 +61,23 @@ def test_every_user_facing_field_is_described(crd: dict) -> None:
             assert node.get("description"), f"{crd['spec']['names']['kind']}.{path} has no description"
 
 
+@pytest.mark.parametrize("crd", ALL, ids=lambda c: c["metadata"]["name"])
+def test_no_server_default_inside_a_list_a_client_owns(crd: dict) -> None:
+    """kubectl apply sends a changed list whole: a default the server adds to an item would make
+    every re-apply of the same manifest a change (issue 14: ``required: false`` in contextSchema)."""
+    spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    for path, node in _walk(spec, "spec"):
+        if "[]" in path:
+            assert "default" not in node, f"{crd['spec']['names']['kind']}.{path} has a server default"
+
+
+def test_context_field_defaults_apply_where_the_agent_is_parsed() -> None:
+    from sessionops.api.agent import AgentSpec
+
+    parsed = AgentSpec.model_validate({"systemPrompt": "x", "contextSchema": [{"name": "team", "type": "string"}]})
+    assert (parsed.context_schema[0].required, parsed.context_schema[0].description) == (False, "")
+
+
 def test_names_columns_and_subresources() -> None:
     by_kind = {c["spec"]["names"]["kind"]: c for c in ALL}
     assert set(by_kind) == {"Agent", "AgentSession", "AgentInput", "AgentRun"}

@@ -29,3 +29,12 @@ def test_config_version_changes_with_content() -> None:
     a, b = factories.config(), factories.config(default_model="replay/steer")
     assert a.version == factories.config().version
     assert a.version != b.version
+
+
+def test_sizes_are_counted_as_the_api_server_stores_them() -> None:
+    """Go's JSON encoder: UTF-8, ``<``, ``>``, ``&`` and U+2028/U+2029 as six-byte escapes."""
+    from sessionops.api import limits
+
+    assert limits.json_size("<é\u2028") == len('"\\u003cé\\u2028"'.encode()) == 16
+    assert limits.json_size({"a": [1, "x"]}) == len('{"a":[1,"x"]}')
+    assert limits.text_size(["ab", "\n"]) == 4  # characters only, a newline escaped as two

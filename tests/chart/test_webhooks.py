@@ -226,3 +226,31 @@ def test_paths_are_where_kopf_serves_the_handlers(default: Rendered) -> None:
     unrouted = sorted(served - routed)
     assert not missing, f"the chart routes these (path, resource, operation) to kopf, which has no handler: {missing}"
     assert not unrouted, f"kopf handlers the webhook configurations never call: {unrouted}"
+
+
+def _calls(hook: dict[str, Any], operation: str, plural: str, old: dict | None, new: dict) -> bool:
+    """Whether the API server would call ``hook`` (its matchConditions, evaluated with CEL)."""
+    from tests.cluster import cel
+
+    request = {"operation": operation, "resource": {"group": "sessionops.dev", "version": "v1alpha1",
+                                                    "resource": plural}}
+    variables = {"object": new, "oldObject": old, "request": request}
+    return all(cel.evaluate_expression(c["expression"], variables) for c in hook.get("matchConditions") or [])
+
+
+def test_metadata_only_updates_skip_the_webhooks_unless_a_session_label_changes(default: Rendered) -> None:
+    """A finalizer removal must not depend on the webhook (nor carry a large object to it twice)."""
+    hooks = {kind: found["hook"] for kind, found in _webhooks(default).items()}
+    stored = {"metadata": {"name": "x", "finalizers": ["sessionops.dev/input"]}, "spec": {"a": {"b": [1]}}}
+    released = {**stored, "metadata": {"name": "x", "annotations": {"note": "y"}}}
+    edited = {**stored, "spec": {"a": {"b": [2]}}}
+    relabelled = {**stored, "metadata": {"name": "x", "labels": {"sessionops.dev/tree": "other"}}}
+    for kind, hook in hooks.items():
+        for plural in ("agentsessions", "agentinputs"):
+            assert _calls(hook, "CREATE", plural, None, stored), kind
+            assert _calls(hook, "UPDATE", plural, stored, edited), kind
+            assert not _calls(hook, "UPDATE", plural, stored, released), kind
+    validating = hooks["ValidatingWebhookConfiguration"]
+    assert _calls(validating, "UPDATE", "agentsessions", stored, relabelled)
+    assert not _calls(validating, "UPDATE", "agentinputs", stored, relabelled)
+    assert not _calls(hooks["MutatingWebhookConfiguration"], "UPDATE", "agentsessions", stored, relabelled)

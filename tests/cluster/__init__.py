@@ -44,6 +44,8 @@ What is NOT emulated (or simplified):
   transfers ownership. Simplified: the applied configuration is not defaulted before diffing (only a missing
   ``protocol`` in list-map keys defaults to TCP); Update ownership is computed by diffing old/new objects;
   incoming ``managedFields`` in requests are ignored.
+* Size limits as kube-apiserver with etcd's defaults: request bodies over 3 MiB get 413, objects whose stored JSON
+  exceeds 1.5 MiB get etcd's 500 ``etcdserver: request is too large``, annotations over 256 KiB in total get 422.
 * Lists: ``continue`` tokens resume after the last key on the current state (not a snapshot of the first page's
   resourceVersion); ``resourceVersion``/``resourceVersionMatch`` on lists are accepted and ignored.
 * Watches: one global event history of ``history_size`` (10k) events; older resourceVersions (or anything before

@@ -444,6 +444,10 @@ def _validate_selector_template(spec: dict[str, Any], kind_field: str = 'spec') 
     return causes
 
 
+ANNOTATIONS_MAX = 256 * 1024
+"""apimachinery's TotalAnnotationSizeLimitB."""
+
+
 def validate_metadata(obj: dict[str, Any]) -> list[dict[str, str]]:
     """ObjectMeta validation, for all kinds (custom resources included)."""
     causes: list[dict[str, str]] = []
@@ -455,6 +459,10 @@ def validate_metadata(obj: dict[str, Any]) -> list[dict[str, str]]:
     if annotations is not None and (not isinstance(annotations, dict)
                                     or not all(isinstance(v, str) for v in annotations.values())):
         causes.append(errors.invalid_value('metadata.annotations', annotations, 'must be a map of strings'))
+    elif annotations and sum(len(k.encode()) + len(v.encode()) for k, v in annotations.items()) > ANNOTATIONS_MAX:
+        # ValidateAnnotationsSize: kubectl's last-applied-configuration counts too.
+        causes.append(errors.cause('metadata.annotations', 'FieldValueTooLong',
+                                   f'Too long: may not be more than {ANNOTATIONS_MAX} bytes'))
     finalizers = meta.get('finalizers')
     if finalizers is not None and (not isinstance(finalizers, list)
                                    or not all(isinstance(f, str) and f for f in finalizers)):

@@ -123,6 +123,16 @@ def unsupported_media_type(content_type: str) -> ApiError:
                     {})
 
 
+def request_too_large(limit: int) -> ApiError:
+    """The API server's request body limit (``MaxRequestBodyBytes``, 3 MiB by default)."""
+    return ApiError(413, 'RequestEntityTooLarge', f'Request entity too large: limit is {limit}', {})
+
+
+def storage_too_large() -> ApiError:
+    """etcd refuses a value over its request limit; kube-apiserver passes it on as a 500."""
+    return ApiError(500, 'InternalError', 'etcdserver: request is too large', {})
+
+
 def gone(message: str) -> ApiError:
     return ApiError(410, 'Expired', message, {})
 

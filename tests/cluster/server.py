@@ -89,9 +89,17 @@ def parse_api_path(path: str) -> ApiPath | None:
                    '/'.join(rest[2:]) or None, watch_prefix)
 
 
+REQUEST_MAX = 3 * 1024 * 1024
+"""kube-apiserver's ``MaxRequestBodyBytes``: twice etcd's limit, for JSON bodies of objects it stores smaller."""
+
+
 async def _parse_request(raw: aiohttp.web.BaseRequest, *, id: int) -> rendering.Request:
     """Like ``kmock.Request._parse``, but with a path parser that understands all API paths."""
-    body = await raw.read()
+    # aiohttp's own default (1 MiB) is stricter than the API server; its check raises at REQUEST_MAX + 1.
+    try:
+        body = await raw.clone(client_max_size=REQUEST_MAX).read()
+    except aiohttp.web.HTTPRequestEntityTooLarge:
+        raise errors.request_too_large(REQUEST_MAX) from None
     text = body.decode('utf-8', errors='replace')
     try:
         data = json.loads(body) if body else None
@@ -228,7 +236,10 @@ class FaithfulCluster(kmock.KubernetesEmulator):
         # As RawHandler.__call__, but kmock's own path parser fails on e.g. /api/v1/namespaces.
         raw_response: aiohttp.web.StreamResponse | None = None
         try:
-            request = await _parse_request(raw_request, id=len(self._requests))
+            try:
+                request = await _parse_request(raw_request, id=len(self._requests))
+            except ApiError as e:
+                return aiohttp.web.json_response(e.as_status(), status=e.code)
             self._requests.append(request)
             try:
                 return await self._handle(request)

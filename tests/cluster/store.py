@@ -9,7 +9,13 @@ from __future__ import annotations
 import asyncio
 import collections
 import dataclasses
+import json
 from typing import Any
+
+from . import errors
+
+STORED_MAX = 1536 * 1024
+"""etcd's default ``--max-request-bytes`` (1.5 MiB): no object larger than this can be written."""
 
 GP = tuple[str, str]          # (group, plural)
 Key = tuple[str, str]         # (namespace or '', name)
@@ -22,6 +28,13 @@ class Event:
     type: str                         # ADDED | MODIFIED | DELETED
     obj: dict[str, Any]               # the new (or the final, for DELETED) object
     old: dict[str, Any] | None        # the previous object (None for ADDED)
+
+
+def stored_size(obj: dict[str, Any]) -> int:
+    """Bytes of the object as kube-apiserver writes a custom resource to etcd: compact JSON from Go's
+    encoder, which escapes ``<``, ``>``, ``&``, U+2028 and U+2029 as six-byte ``\\uXXXX`` sequences."""
+    text = json.dumps(obj, separators=(',', ':'), ensure_ascii=False)
+    return len(text.encode()) + 5 * sum(text.count(c) for c in '<>&') + 3 * sum(text.count(c) for c in '\u2028\u2029')
 
 
 class Subscription:
@@ -72,6 +85,8 @@ class Store:
 
     def put(self, gp: GP, obj: dict[str, Any], old: dict[str, Any] | None) -> dict[str, Any]:
         """Store a new version (assigns a fresh resourceVersion) and record ADDED/MODIFIED."""
+        if stored_size(obj) > STORED_MAX:
+            raise errors.storage_too_large()
         rv = self.next_rv()
         meta = obj['metadata']
         meta['resourceVersion'] = str(rv)

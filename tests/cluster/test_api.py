@@ -589,3 +589,25 @@ async def test_service_resolver(cluster):
     assert cluster.service_resolver('sessionops-system', 'sessionops-webhook', 443) == ('127.0.0.1', 9443)
     assert cluster.get_object('', 'v1', 'namespaces', None, 'default')['metadata']['name'] == 'default'
     assert {o['metadata']['name'] for o in cluster.list_objects('', 'v1', 'serviceaccounts')} == {'default'}
+
+
+async def test_size_limits_of_requests_stored_objects_and_annotations(api):
+    """As kube-apiserver with etcd's defaults: 413 over 3 MiB of body, etcd's 500 for an object over
+    1.5 MiB (counted as Go's JSON encoder writes it: ``<`` takes six bytes), 422 for annotations over 256 KiB."""
+    reply = await api.post(CMS, {**configmap('huge'), 'data': {'a': 'x' * (3 * 1024 * 1024)}})
+    assert (reply.status, reply.body['reason'], reply.body['message']) == \
+        (413, 'RequestEntityTooLarge', 'Request entity too large: limit is 3145728')
+    reply = await api.post(CMS, {**configmap('big'), 'data': {'a': 'x' * (1536 * 1024)}})
+    assert (reply.status, reply.body['message']) == (500, 'etcdserver: request is too large')
+    reply = await api.post(CMS, {**configmap('escaped'), 'data': {'a': '<' * (300 * 1024)}})
+    assert reply.status == 500
+    fits = await api.post(CMS, {**configmap('fits'), 'data': {'a': 'x' * (1400 * 1024)}})
+    assert fits.status == 201
+    reply = await api.patch(f'{CMS}/fits', {'data': {'b': 'y' * (200 * 1024)}})
+    assert reply.status == 500 and (await api.get(f'{CMS}/fits')).body['data'].keys() == {'a'}
+    reply = await api.patch(f'{CMS}/fits', {'metadata': {'annotations': {'a': 'z' * (256 * 1024)}}})
+    assert reply.status == 422
+    assert reply.body['details']['causes'][0] == {
+        'field': 'metadata.annotations', 'reason': 'FieldValueTooLong',
+        'message': 'Too long: may not be more than 262144 bytes'}
+    assert (await api.patch(f'{CMS}/fits', {'metadata': {'labels': {'still': 'manageable'}}})).status == 200

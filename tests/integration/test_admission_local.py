@@ -187,3 +187,14 @@ async def test_admission_reviews_over_https(local: tuple) -> None:
     patch = json.loads(base64.b64decode(dry["patch"]))
     assert {"op": "add", "path": "/spec/submittedBy", "value": {"username": "alice", "groups": ["dev"]}} in patch
     assert (await stack.get("asess", name))["status"].get("lastSequence", 0) == before  # NoneOnDryRun
+
+
+async def test_a_review_carrying_two_objects_of_the_api_servers_largest_size_is_read(local: tuple) -> None:
+    """An UPDATE review carries object and oldObject, each up to the API server's 3 MiB request
+    limit; aiohttp's default 1 MiB body limit answered 413, which the API server turns into a failure."""
+    stack, _ = local
+    body = review("AgentInput", "agentinputs", m.message("big", "s", "x" * (3 * 1024 * 1024 - 4096)),
+                  operation="UPDATE")
+    body["request"]["oldObject"] = body["request"]["object"]
+    assert len(json.dumps(body)) > 6_000_000
+    assert (await post_review(stack, "/sessionops-mutate", body))["allowed"] is True

@@ -6,11 +6,29 @@ from __future__ import annotations
 from typing import Any
 
 from sessionops.admission.errors import Rejection, parse
+from sessionops.api import limits
 from sessionops.api.agent import AgentSpec
+
+
+def check_sizes(spec: dict[str, Any], parsed: AgentSpec) -> None:
+    """The Agent stays manageable, and what it puts into every snapshot stays small."""
+    if (size := limits.json_size(spec)) > limits.AGENT_SPEC_BYTES:
+        raise Rejection("spec", limits.over_budget("the agent's spec", size, limits.AGENT_SPEC_BYTES))
+    if (size := limits.text_size([parsed.system_prompt])) > limits.SYSTEM_PROMPT_BYTES:
+        raise Rejection("spec.systemPrompt", limits.over_budget("its characters", size, limits.SYSTEM_PROMPT_BYTES))
+    for i, field in enumerate(parsed.context_schema):
+        for key, values in (("default", [field.default]), ("enum", field.enum or [])):
+            if any(isinstance(v, str) and len(v) > limits.CONTEXT_VALUE_CHARS for v in values):
+                raise Rejection(f"spec.contextSchema[{i}].{key}",
+                                f"Too long: a value may have at most {limits.CONTEXT_VALUE_CHARS} characters")
+    defaults = {f.name: f.default for f in parsed.context_schema if f.default is not None}
+    if (size := limits.json_size(defaults)) > limits.CONTEXT_BYTES:
+        raise Rejection("spec.contextSchema", limits.over_budget("the defaults", size, limits.CONTEXT_BYTES))
 
 
 def check_agent(spec: dict[str, Any]) -> AgentSpec:
     parsed = parse(AgentSpec, spec)
+    check_sizes(spec, parsed)
     names = [f.name for f in parsed.context_schema]
     if len(set(names)) != len(names):
         raise Rejection("spec.contextSchema", "field names must be unique")

@@ -10,6 +10,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from sessionops.admission.errors import NOT_FOUND, Rejection
+from sessionops.api import limits
 from sessionops.api.agent import AgentSpec
 from sessionops.api.config import OperatorConfig
 from sessionops.api.snapshot import ContextField, ContextSnapshot, SnapshotSource
@@ -51,7 +52,12 @@ def resolve_context(schema: list[ContextField], values: dict[str, Any], *, agent
         if f.enum is not None and value not in f.enum:
             allowed = ", ".join(repr(v) for v in f.enum)
             raise Rejection(f"{field}.{f.name}", f"Unsupported value: {value!r}: supported values: {allowed}")
+        if isinstance(value, str) and len(value) > limits.CONTEXT_VALUE_CHARS:
+            raise Rejection(f"{field}.{f.name}",
+                            f"Too long: may have at most {limits.CONTEXT_VALUE_CHARS} characters")
         resolved[f.name] = value
+    if (size := limits.json_size(resolved)) > limits.CONTEXT_BYTES:
+        raise Rejection(field, limits.over_budget("the context values", size, limits.CONTEXT_BYTES))
     return resolved
 
 
@@ -93,7 +99,7 @@ def resolve_session_snapshot(agent: dict[str, Any] | None, agent_name: str, *, m
     else:
         resolved_model = defaults.model
     meta = agent.get("metadata", {})
-    return ContextSnapshot(
+    snapshot = ContextSnapshot(
         system_prompt=spec.system_prompt,
         model=resolved_model,
         approval_mode=approval_mode or spec.approval_mode or defaults.approval_mode,
@@ -109,6 +115,11 @@ def resolve_session_snapshot(agent: dict[str, Any] | None, agent_name: str, *, m
         source=SnapshotSource(agent_name=agent_name, agent_uid=meta.get("uid", ""),
                               agent_generation=meta.get("generation", 0), config_version=config.version),
     )
+    # Copied into the session, each input and each run: bounded so that each of them stays manageable.
+    if (size := limits.json_size(snapshot.dump())) > limits.SNAPSHOT_BYTES:
+        raise Rejection("spec.agentRef.name", f'agent "{agent_name}": ' + limits.over_budget(
+            "the resolved configuration (systemPrompt, context, tools, skills...)", size, limits.SNAPSHOT_BYTES))
+    return snapshot
 
 
 def with_model_and_approval(snapshot: ContextSnapshot, *, model: str | None, approval_mode: str | None,

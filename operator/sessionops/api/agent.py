@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from sessionops.api import limits
 from sessionops.api.common import ApiModel, ApprovalMode, Condition
 from sessionops.api.snapshot import PRESERVE, ContextField, McpServer, Summarization, ToolName
 
@@ -33,7 +34,7 @@ class AgentSpec(ApiModel):
 
     # tools/skills are unions ("all" or a list): not structural, so the validating webhook
     # checks them (a CEL rule cannot type-check an untyped field on a real API server).
-    system_prompt: str = Field(description="System prompt of the agent.", min_length=1, max_length=65_536)
+    system_prompt: str = Field(description="System prompt of the agent.", min_length=1, max_length=limits.SYSTEM_PROMPT_CHARS)
     model: str | None = Field(default=None, description="Catalog model name; the system default when omitted.",
                               min_length=1, max_length=253)
     approval_mode: ApprovalMode | None = Field(

@@ -98,11 +98,28 @@ def _structural(node: Any, defs: dict[str, Any]) -> Any:
     return out
 
 
+def _without_item_defaults(node: Any, in_list: bool = False) -> Any:
+    """Drop ``default`` inside list items: a merge patch (``kubectl apply``, Argo CD) replaces a
+    list whole, so a value the server fills into an item shows as a change on every re-apply.
+    The models' defaults still apply where the code parses the object."""
+    if not isinstance(node, dict):
+        return node
+    out = {}
+    for key, value in node.items():
+        if key == "properties":
+            out[key] = {name: _without_item_defaults(v, in_list) for name, v in value.items()}
+        elif not (in_list and key == "default"):
+            out[key] = _without_item_defaults(value, in_list or key == "items")
+    return out
+
+
 def openapi_schema(model: type[ApiModel]) -> dict[str, Any]:
     raw = model.model_json_schema(by_alias=True, mode="validation")
     defs = raw.get("$defs", {})
     schema = _structural(raw, defs)
     props = schema["properties"]
+    # Clients own spec (status lists are written by the operator, which sends every field).
+    props["spec"] = _without_item_defaults(props["spec"])
     props["apiVersion"] = {"type": "string", "description": "APIVersion of this object."}
     props["kind"] = {"type": "string", "description": "Kind of this object."}
     props["metadata"] = {"type": "object"}

@@ -5,13 +5,24 @@ from __future__ import annotations
 import enum
 from typing import Any, ClassVar, Literal
 
-from pydantic import Field
+from pydantic import Field, ValidationInfo, field_validator
+from pydantic_core import PydanticCustomError
 
+from sessionops.api import limits
 from sessionops.api.common import ApiModel, ApprovalMode, Condition, ObjectRef
 from sessionops.api.snapshot import PRESERVE, ContextSnapshot
 
-MAX_MESSAGES = 20
-MAX_MESSAGE_CHARS = 32_768
+MAX_MESSAGES = limits.MESSAGES
+MAX_MESSAGE_CHARS = limits.MESSAGE_CHARS
+
+
+def _too_big(what: str, texts: list[str], limit: int) -> None:
+    if (size := limits.text_size(texts)) > limit:
+        raise PydanticCustomError("size_budget", limits.over_budget(what, size, limit))
+
+
+def _answer_texts(answers: list[Any] | None) -> list[str]:
+    return [t for a in answers or [] for t in (a if isinstance(a, list) else [a]) if isinstance(t, str)]
 
 
 class InputKind(enum.StrEnum):
@@ -38,7 +49,18 @@ class Decision(enum.StrEnum):
 
 
 class InputMessage(ApiModel):
+    x_validations: ClassVar[list[dict[str, str]]] = [
+        {"rule": "self.content.trim() != ''", "message": "must not be blank (whitespace only)",
+         "fieldPath": ".content", "reason": "FieldValueInvalid"},
+    ]
     content: str = Field(description="Text of the message.", min_length=1, max_length=MAX_MESSAGE_CHARS)
+
+    @field_validator("content")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise PydanticCustomError("blank", "must not be blank (whitespace only)")
+        return value
 
 
 class Overrides(ApiModel):
@@ -113,6 +135,35 @@ class AgentInputSpec(ApiModel):
     context_snapshot: ContextSnapshot | None = Field(
         default=None, description="Configuration this input runs with (written by admission).")
     submitted_by: SubmittedBy | None = Field(default=None, description="Who sent it (written by admission).")
+
+    @field_validator("messages")
+    @classmethod
+    def _messages_fit(cls, value: list[InputMessage] | None) -> list[InputMessage] | None:
+        if value is not None:
+            _too_big("the messages", [m.content for m in value], limits.INPUT_CONTENT_BYTES)
+        return value
+
+    @field_validator("answers")
+    @classmethod
+    def _answers_fit(cls, value: list[Any] | None) -> list[Any] | None:
+        # Their shape (string or list of strings per question) is checked against the waitpoint.
+        for answer in value or []:
+            picked = answer if isinstance(answer, list) else [answer]
+            if isinstance(answer, list) and len(answer) > limits.ANSWER_OPTIONS:
+                raise PydanticCustomError("too_many", f"Too many: {len(answer)} options in one answer, "
+                                                      f"more than the {limits.ANSWER_OPTIONS} allowed")
+            if any(isinstance(p, str) and len(p) > limits.ANSWER_CHARS for p in picked):
+                raise PydanticCustomError("too_long", f"Too long: an answer may have at most "
+                                                      f"{limits.ANSWER_CHARS} characters")
+        _too_big("the answers", _answer_texts(value), limits.INPUT_CONTENT_BYTES)
+        return value
+
+    @field_validator("decisions")
+    @classmethod
+    def _decisions_fit(cls, value: list[CallDecision] | None, info: ValidationInfo) -> list[CallDecision] | None:
+        texts = _answer_texts(info.data.get("answers")) + [d.message or "" for d in value or []]
+        _too_big("the answers and decision messages", texts, limits.INPUT_CONTENT_BYTES)
+        return value
 
 
 class AgentInputStatus(ApiModel):

@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from sessionops.api import limits
 from sessionops.api.common import ApiModel, ApprovalMode
 
 BUILTIN_TOOLS = ("read_file", "write_file", "list_files", "run_shell", "ask_user", "load_skill", "delegate")
@@ -81,7 +82,7 @@ class SnapshotSource(ApiModel):
 class ContextSnapshot(ApiModel):
     """The full configurable agent context, resolved and complete (written by admission)."""
 
-    system_prompt: str = Field(description="System prompt of the agent.", max_length=65_536)
+    system_prompt: str = Field(description="System prompt of the agent.", max_length=limits.SYSTEM_PROMPT_CHARS)
     model: str = Field(description="Catalog name of the chat model.", min_length=1, max_length=253)
     approval_mode: ApprovalMode = Field(
         description="Default: tools in requireApproval pause for a decision; AlwaysTrust: no approval pauses.")

@@ -19,7 +19,7 @@ import socket
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -83,7 +83,8 @@ async def run_cli(binary: str | Path, *args: str, input: str | None = None, chec
 
 
 def chart_values(replay_url: str, scenarios: list[str], namespaces: list[str],
-                 default_model: str = "replay/hello") -> dict[str, Any]:
+                 default_model: str = "replay/hello", models: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
+    """The chart's values: a ``replay/<name>`` catalog entry per scenario, plus ``models``."""
     return {
         "operator": {"replicas": 1},
         "postgresql": {"enabled": False},
@@ -91,8 +92,8 @@ def chart_values(replay_url: str, scenarios: list[str], namespaces: list[str],
         "workerNamespaces": namespaces,
         "config": {
             "defaults": {"model": default_model},
-            "models": [{"name": f"replay/{s}", "provider": "replay", "model": s, "endpoint": f"{replay_url}/v1"}
-                       for s in sorted(scenarios)],
+            "models": [*({"name": f"replay/{s}", "provider": "replay", "model": s, "endpoint": f"{replay_url}/v1"}
+                         for s in sorted(scenarios)), *models],
         },
     }
 
@@ -201,14 +202,15 @@ class Stack:
             return await r.json()
 
 
-async def install(stack: Stack, scenarios: list[str], namespaces: list[str]) -> None:
+async def install(stack: Stack, scenarios: list[str], namespaces: list[str], *, default_model: str = "replay/hello",
+                  models: Sequence[dict[str, Any]] = ()) -> None:
     """Namespaces, database secrets, the chart (real helm), then the webhook certificate files."""
     for ns in [OPERATOR_NS, *namespaces]:
         await stack.kubectl("create", "namespace", ns, check=False)
         await stack.kubectl("create", "secret", "generic", "sessionops-database", "-n", ns,
                             f"--from-literal=url={stack.database_url}", check=False)
     values = stack.root / "values.yaml"
-    values.write_text(yaml.safe_dump(chart_values(stack.replay_url, scenarios, namespaces)))
+    values.write_text(yaml.safe_dump(chart_values(stack.replay_url, scenarios, namespaces, default_model, models)))
     await stack.helm("install", RELEASE, str(ROOT / "charts" / "sessionops"), "-n", OPERATOR_NS, "-f", str(values))
     secret = await stack.get("secret", f"{RELEASE}-webhook-tls", OPERATOR_NS)
     certs = stack.root / "certs"

@@ -8,6 +8,8 @@ from typing import Any
 import aiohttp
 import pytest
 
+from sessionops.agent.builder import SUMMARY_PROMPT_SUFFIX
+from sessionops.api.snapshot import Summarization
 from sessionops.replay import ReplayServer, ScenarioError, parse_scenario, validate_history
 
 from .conftest import EXAMPLES
@@ -96,7 +98,7 @@ async def test_without_a_catch_all_turn_an_unmatched_message_is_a_400_listing_th
     only = parse_scenario({"name": "turny", "turns": [{"cue": "shell", "responses": [{"content": "x"}]}]})
     async with ReplayServer([only]) as server:
         status, body = await post(server, [{"role": "user", "content": "hello"}])
-    assert status == 400
+    assert status == 400 and body["error"]["code"] == "no_matching_turn"
     assert "no turn's cue occurs in the latest user message (cues: 'shell')" in body["error"]["message"]
 
 
@@ -143,3 +145,13 @@ async def test_a_server_with_a_key_refuses_requests_without_it_and_records_the_k
     assert missing[0] == wrong[0] == 401 and missing[1]["error"]["code"] == "invalid_api_key"
     assert right[0] == 200
     assert records == [(401, None), (401, "sk-wrong"), (200, "sk-right")]
+
+
+async def test_the_demo_assistant_summarizes_with_text_even_when_the_history_holds_cue_words() -> None:
+    """The summarization middleware's request quotes the conversation: it must not start a tool script."""
+    prompt = Summarization().prompt + SUMMARY_PROMPT_SUFFIX.format(messages="human: run the shell, take a note")
+    async with ReplayServer(dirs=[EXAMPLES]) as server, aiohttp.ClientSession() as http, \
+            http.post(server.url + "/v1/chat/completions", json={
+                "model": "replay/assistant", "messages": [{"role": "user", "content": prompt}]}) as r:
+        message = (await r.json())["choices"][0]["message"]
+    assert message["content"].startswith("Summary:") and "tool_calls" not in message

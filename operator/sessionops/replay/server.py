@@ -250,7 +250,7 @@ class ReplayServer:
                 f"replay scenario {scenario.name!r}: no turn's cue occurs in the latest user message "
                 f"(cues: {', '.join(repr(t.cue) for t in scenario.turns)}); add a turn without `cue`",
                 scenario=scenario.name,
-                code="scenario_exhausted",
+                code="no_matching_turn",
             )
         conversation, index = answer
         response = conversation.response(index)

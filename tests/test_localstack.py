@@ -178,3 +178,17 @@ def test_up_with_a_bad_demo_model_stops_before_starting_anything(tmp_path: Path)
         "SESSIONOPS_DEMO_MODEL=openai/gpt-4o-mini: OPENAI_API_KEY is not set; export the model's API key "
         "(OPENAI_BASE_URL optionally names an OpenAI-compatible endpoint)"]
     assert not (tmp_path / "dev").exists()
+
+
+def test_demo_without_a_stack_or_with_another_demo_model_says_what_to_do(tmp_path: Path) -> None:
+    dev = tmp_path / "dev"
+    missing = run("demo", dev)
+    assert missing.returncode == 1
+    assert missing.stderr.strip() == "the local stack is not running: start it with `make dev` (or `make demo`)"
+    dev.mkdir()
+    (dev / "env").write_text(f"KUBECONFIG={dev / 'kubeconfig'}\nSESSIONOPS_REPLAY_URL=http://127.0.0.1:1\n"
+                             "DATABASE_URL=postgresql://x\nSESSIONOPS_DEMO_MODEL=replay/assistant\n")
+    other = run("demo", dev, SESSIONOPS_DEMO_MODEL="openai/gpt-4o-mini")
+    assert other.returncode == 1 and other.stdout == ""
+    assert other.stderr.strip() == ("SESSIONOPS_DEMO_MODEL=openai/gpt-4o-mini, but the running local stack was "
+                                    "started with replay/assistant: run `make dev-down`, then `make demo` again")

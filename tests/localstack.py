@@ -87,8 +87,10 @@ def loaded_scenarios(replay_url: str) -> list[str]:
 
 def _spawn(name: str, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
     log = open(DEV / f"{name}.log", "ab")  # noqa: SIM115 - the child owns it
+    # The demo model's key reaches workers only through its Secret, as in a cluster.
+    inherited = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
     return subprocess.Popen([sys.executable, *args], cwd=str(ROOT), stdout=log, stderr=subprocess.STDOUT,
-                            env={**os.environ, **(env or {})}, start_new_session=True)
+                            env={**inherited, **(env or {})}, start_new_session=True)
 
 
 def _wait_line(name: str, pattern: str, proc: subprocess.Popen, timeout: float = 60) -> re.Match:

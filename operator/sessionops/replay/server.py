@@ -10,8 +10,9 @@ Routes:
     GET    /healthz
 
 The answer comes from the scenario's branch whose `match` occurs in the request's first
-user message, or its main line (`protocol.select_conversation`); each record names the
-scenario and the `branch` (its index, or null for the main line).
+user message, or its main line; for a scenario with `turns`, from the turn whose cue
+occurs in the latest user message (`protocol.select_answer`). Each record names the
+scenario, the `branch` (its index, or null for the main line) and the `turn`.
 
 With `api_key` set, a chat completion without `Authorization: Bearer <api_key>` gets a
 401 (`code: invalid_api_key`), as from OpenAI.
@@ -350,7 +351,7 @@ class ReplayServer:
             {
                 "name": scenario.name,
                 "model": MODEL_PREFIX + scenario.name,
-                "responses": len(scenario.responses),
+                "responses": len(scenario.every_response()),
             },
             status=200 if replaced else 201,
         )

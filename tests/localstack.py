@@ -19,6 +19,7 @@ import dataclasses
 import json
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -233,8 +234,9 @@ def try_it_commands(model: str) -> list[str]:
 
 def shell_setup(kubeconfig: Path) -> list[str]:
     """Lines that make a pasted command find the stack, kubectl, helm and the plugin."""
-    return [f"cd {ROOT}", f"export KUBECONFIG={kubeconfig}",
-            f'export PATH="{TOOLS}:{Path(sys.executable).parent}:$PATH"   # kubectl, helm, kubectl-sessionops']
+    tools = shlex.quote(f"{TOOLS}:{Path(sys.executable).parent}")
+    return [f"cd {shlex.quote(str(ROOT))}", f"export KUBECONFIG={shlex.quote(str(kubeconfig))}",
+            f'export PATH={tools}:"$PATH"   # kubectl, helm, kubectl-sessionops']
 
 
 def demo() -> None:
@@ -290,6 +292,8 @@ def demo() -> None:
         sh("kubectl get asess demo -o wide")
         print("\nThe queue stays paused until a Continue input:")
         sh("kubectl sessionops continue demo")
+    else:
+        sh("kubectl get asess,ainput,arun")
     print("\nTry it yourself: paste these lines into a shell (the session keeps answering):")
     for line in [*shell_setup(kubeconfig), *try_it_commands(model)]:
         print(f"  {line}")

@@ -19,7 +19,7 @@ import socket
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -92,7 +92,9 @@ async def run_cli(binary: str | Path, *args: str, input: str | None = None, chec
 
 
 def chart_values(replay_url: str, scenarios: list[str], namespaces: list[str],
-                 default_model: str = "replay/hello", checkpoint_retention: int | None = None) -> dict[str, Any]:
+                 default_model: str = "replay/hello", models: Sequence[dict[str, Any]] = (),
+                 checkpoint_retention: int | None = None) -> dict[str, Any]:
+    """The chart's values: a ``replay/<name>`` catalog entry per scenario, plus ``models``."""
     retention = {} if checkpoint_retention is None else {"checkpointRetention": checkpoint_retention}
     return {
         "operator": {"replicas": 1},
@@ -101,8 +103,8 @@ def chart_values(replay_url: str, scenarios: list[str], namespaces: list[str],
         "workerNamespaces": namespaces,
         "config": {
             "defaults": {"model": default_model},
-            "models": [{"name": f"replay/{s}", "provider": "replay", "model": s, "endpoint": f"{replay_url}/v1"}
-                       for s in sorted(scenarios)],
+            "models": [*({"name": f"replay/{s}", "provider": "replay", "model": s, "endpoint": f"{replay_url}/v1"}
+                         for s in sorted(scenarios)), *models],
             **retention,
         },
     }
@@ -212,15 +214,15 @@ class Stack:
             return await r.json()
 
 
-async def install(stack: Stack, scenarios: list[str], namespaces: list[str],
-                  checkpoint_retention: int | None = None) -> None:
+async def install(stack: Stack, scenarios: list[str], namespaces: list[str], *, default_model: str = "replay/hello",
+                  models: Sequence[dict[str, Any]] = (), checkpoint_retention: int | None = None) -> None:
     """Namespaces, database secrets, the chart (real helm), then the webhook certificate files."""
     for ns in [OPERATOR_NS, *namespaces]:
         await stack.kubectl("create", "namespace", ns, check=False)
         await stack.kubectl("create", "secret", "generic", "sessionops-database", "-n", ns,
                             f"--from-literal=url={stack.database_url}", check=False)
     values = stack.root / "values.yaml"
-    values.write_text(yaml.safe_dump(chart_values(stack.replay_url, scenarios, namespaces,
+    values.write_text(yaml.safe_dump(chart_values(stack.replay_url, scenarios, namespaces, default_model, models,
                                                   checkpoint_retention=checkpoint_retention)))
     await stack.helm("install", RELEASE, str(ROOT / "charts" / "sessionops"), "-n", OPERATOR_NS, "-f", str(values))
     secret = await stack.get("secret", f"{RELEASE}-webhook-tls", OPERATOR_NS)

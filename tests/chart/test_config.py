@@ -11,7 +11,7 @@ import yaml
 from sessionops.api.config import OperatorConfig
 from sessionops.configuration import CONFIG_KEY, parse_config
 from sessionops.replay.scenarios import load_scenario_dirs
-from tests.chart.helm import CHART, NAMESPACE, RELEASE, ROOT, Rendered, Renderer
+from tests.chart.helm import CHART, NAMESPACE, RELEASE, ROOT, Rendered, Renderer, parse_docs
 
 REPLAY_ENDPOINT = f"http://{RELEASE}-replay.{NAMESPACE}.svc:8089/v1"
 
@@ -188,3 +188,16 @@ def test_replay_scenarios_are_loadable(renderer: Renderer, tmp_path: Path) -> No
     loaded = load_scenario_dirs([tmp_path])
     catalog = {m.model for m in _config(rendered).models if m.provider == "replay"}
     assert set(loaded) == catalog
+
+
+def test_a_scenario_with_turns_in_the_values_is_served_and_in_the_catalog(renderer: Renderer, tmp_path: Path) -> None:
+    chat = {"turns": [{"cue": "shell", "responses": [{"content": "no shell here"}]},
+                      {"responses": [{"content": "You said: {{message}}"}]}]}
+    out = renderer.template_values("helm4", {"replay": {"enabled": True, "scenarios": {"chat": chat}},
+                                             "config": {"defaults": {"model": "replay/chat"}}})
+    assert out.returncode == 0, out.stderr
+    rendered = Rendered(parse_docs(out.stdout), out.stdout, {})
+    (tmp_path / "chat.yaml").write_text(rendered.one("ConfigMap", f"{RELEASE}-replay-scenarios")["data"]["chat.yaml"])
+    assert load_scenario_dirs([tmp_path])["chat"].turns[1].responses[0].content == "You said: {{message}}"
+    assert "replay/chat" in {m.name for m in _config(rendered).models}
+    assert "replay/assistant" in {m.name for m in _config(rendered).models}

@@ -258,6 +258,7 @@ BAD_VALUES = [
     ({"image": {"digest": "latest"}}, "/image/digest"),
     ({"workerNamespaces": ["Not_A_Namespace"]}, "/workerNamespaces/0"),
     ({"replay": {"scenarios": {"x": {"responses": []}}}}, "/replay/scenarios/x/responses"),
+    ({"replay": {"scenarios": {"x": {"turns": [{"cue": "a"}]}}}}, "/replay/scenarios/x/turns/0"),
 ]
 
 

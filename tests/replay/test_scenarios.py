@@ -12,7 +12,7 @@ from sessionops.replay import ScenarioError, dirs_from_env, load_scenario_dirs, 
 
 from .conftest import EXAMPLES
 
-SHIPPED = {"hello", "tools-then-answer", "parallel-approval", "ask-user", "three-parallel", "steer"}
+SHIPPED = {"hello", "tools-then-answer", "parallel-approval", "ask-user", "three-parallel", "steer", "assistant"}
 
 
 def test_all_example_scenarios_load() -> None:
@@ -33,7 +33,7 @@ def test_examples_use_the_builtin_tools_with_their_documented_arguments() -> Non
         "delegate": {"message", "name", "agent"},
     }
     for scenario in load_scenario_dirs([EXAMPLES]).values():
-        for response in scenario.responses:
+        for response in scenario.every_response():
             for call in response.toolCalls:
                 assert call.name in builtin, f"{scenario.name}: unknown tool {call.name}"
                 assert set(call.args) <= builtin[call.name], f"{scenario.name}: {call.name}({call.args})"
@@ -66,7 +66,7 @@ def test_a_bad_scenario_file_names_the_file_and_the_field(tmp_path: Path) -> Non
 @pytest.mark.parametrize(
     ("text", "field"),
     [
-        ("responses: []", "responses: List should have at least 1 item"),
+        ("responses: []", "a scenario needs either `responses` (at least one) or `turns`"),
         ("responses: [{}]", "responses.0: Value error, a response needs `content`, `toolCalls`, or both"),
         ("responses: [{contnet: hi}]", "responses.0.contnet: Extra inputs are not permitted"),
         ("name: 'has space'\nresponses: [{content: hi}]", "name: String should match pattern"),

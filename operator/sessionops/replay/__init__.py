@@ -8,7 +8,8 @@ scenario files and serving HTTP.
 
 The answer to a request is chosen by the number of assistant messages already in its
 history, so a retried call gets the same answer (ARCHITECTURE.md, section 1.3); a
-scenario's `branches` pick a different list of answers by the first user message.
+scenario's `branches` pick a different list of answers by the first user message, and a
+scenario with `turns` answers every user message by its cue words (the demo assistant).
 """
 
 from sessionops.replay.history import HistoryError, validate_history

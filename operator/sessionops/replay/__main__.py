@@ -3,6 +3,8 @@
 Serves the scenarios found in SESSIONOPS_REPLAY_DIRS plus `--dirs` (both
 os.pathsep-separated; `--dirs` may repeat). Prints the listening URL on one line once
 ready, and exits cleanly on SIGTERM or SIGINT. Exit code 2: a scenario failed to load.
+With SESSIONOPS_REPLAY_API_KEY set, chat completions require that bearer key (an
+environment variable, so the key never shows in a process listing).
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ import sys
 
 from sessionops.replay.scenarios import ScenarioError, dirs_from_env
 from sessionops.replay.server import ReplayServer, scenario_summary
+
+API_KEY_ENV = "SESSIONOPS_REPLAY_API_KEY"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -40,7 +44,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 async def serve(args: argparse.Namespace) -> int:
     dirs = dirs_from_env() + [d for value in args.dirs for d in value.split(os.pathsep) if d]
     try:
-        server = ReplayServer(dirs=dirs, host=args.host, port=args.port)
+        server = ReplayServer(dirs=dirs, host=args.host, port=args.port,
+                              api_key=os.environ.get(API_KEY_ENV) or None)
     except ScenarioError as e:
         print(f"sessionops-replay: {e}", file=sys.stderr)
         return 2

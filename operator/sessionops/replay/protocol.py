@@ -6,8 +6,11 @@ request gets a byte-identical answer apart from that timestamp:
 
 0. the conversation is the scenario's main line or its first branch whose `match`
    occurs in the request's first user message (`select_conversation`); its label is
-   the scenario name, or `<scenario>.b<branch index>` for a branch;
-1. tool call ids are `call_<label>_<index>_<position>`;
+   the scenario name, or `<scenario>.b<branch index>` for a branch; for a scenario
+   with `turns`, the turn script chosen by the latest user message, labelled
+   `<scenario>.t<turn index>` (`select_answer`);
+1. tool call ids are `call_<label>_<index>_<position>`, where `index` counts every
+   assistant message of the history (unique across turns, as strict providers require);
 2. the completion id is a hash of the label, the index and the request's messages;
 3. token counts are estimated as ceil(characters / 4) per text (see `usage`).
 """
@@ -21,7 +24,12 @@ import re
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
+from sessionops.replay.history import count_assistant_messages
 from sessionops.replay.scenarios import Response, Scenario
+
+# Placeholders of turn scripts (see `scenarios`), replaced from the request's history.
+MESSAGE_PLACEHOLDER = "{{message}}"
+TOOL_RESULT_PLACEHOLDER = "{{tool_result}}"
 
 SYSTEM_FINGERPRINT = "sessionops-replay"
 # Streamed argument pieces are this long, so clients must accumulate tool call deltas.
@@ -35,6 +43,7 @@ class Conversation(NamedTuple):
     branch: int | None  # index into `scenario.branches`, None for the main line
     responses: Sequence[Response]
     fallbackContent: str | None
+    turn: int | None = None  # index into `scenario.turns`, for a scenario with turns
 
     def response(self, index: int) -> Response | None:
         """The response at `index`, the fallback text past the end, or None when exhausted."""
@@ -45,21 +54,78 @@ class Conversation(NamedTuple):
         return None
 
 
+def _text(content: Any) -> str:
+    """A message's text (list content: its text parts joined by newlines)."""
+    if isinstance(content, list):
+        return "\n".join(
+            part["text"]
+            for part in content
+            if isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str)
+        )
+    return content if isinstance(content, str) else ""
+
+
 def first_user_message(messages: Sequence[Any]) -> str | None:
     """The text of the first `user` message (list content: text parts joined by newlines)."""
     for message in messages:
         if isinstance(message, dict) and message.get("role") == "user":
-            content = message.get("content")
-            if isinstance(content, list):
-                return "\n".join(
-                    part["text"]
-                    for part in content
-                    if isinstance(part, dict)
-                    and part.get("type") == "text"
-                    and isinstance(part.get("text"), str)
-                )
-            return content if isinstance(content, str) else ""
+            return _text(message.get("content"))
     return None
+
+
+def _latest_user(messages: Sequence[Any]) -> int | None:
+    return next(
+        (i for i in range(len(messages) - 1, -1, -1)
+         if isinstance(messages[i], dict) and messages[i].get("role") == "user"),
+        None,
+    )
+
+
+def select_answer(scenario: Scenario, messages: Sequence[Any]) -> tuple[Conversation, int] | None:
+    """The conversation answering `messages` and the response index in it.
+
+    Main line or branch: index = assistant messages in the whole history. Turns: the
+    first turn whose cue occurs in the latest user message (case-insensitive), index =
+    assistant messages after that message; None when no turn matches.
+    """
+    if not scenario.turns:
+        conversation = select_conversation(scenario, first_user_message(messages))
+        return conversation, count_assistant_messages(messages)
+    latest = _latest_user(messages)
+    text = "" if latest is None else _text(messages[latest]["content"]).lower()
+    for i, turn in enumerate(scenario.turns):
+        if turn.cue is None or turn.cue.lower() in text:
+            conversation = Conversation(f"{scenario.name}.t{i}", None, turn.responses, turn.fallbackContent, i)
+            return conversation, count_assistant_messages(messages[0 if latest is None else latest + 1 :])
+    return None
+
+
+def render_turn(response: Response, messages: Sequence[Any]) -> Response:
+    """A turn script's response with its placeholders replaced from the history."""
+    latest = _latest_user(messages)
+    message = "" if latest is None else _text(messages[latest]["content"])
+    results: list[str] = []
+    for m in reversed(messages):  # the tool results answering the previous response
+        if not (isinstance(m, dict) and m.get("role") == "tool"):
+            break
+        results.insert(0, _text(m.get("content")))
+    values = {MESSAGE_PLACEHOLDER: message, TOOL_RESULT_PLACEHOLDER: "\n".join(results)}
+
+    def fill(value: Any) -> Any:
+        if isinstance(value, str):
+            for placeholder, text in values.items():
+                value = value.replace(placeholder, text)
+            return value
+        if isinstance(value, list):
+            return [fill(v) for v in value]
+        if isinstance(value, dict):
+            return {k: fill(v) for k, v in value.items()}
+        return value
+
+    return response.model_copy(update={
+        "content": fill(response.content),
+        "toolCalls": [call.model_copy(update={"args": fill(call.args)}) for call in response.toolCalls],
+    })
 
 
 def select_conversation(scenario: Scenario, first_user_text: str | None) -> Conversation:

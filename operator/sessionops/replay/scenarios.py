@@ -29,6 +29,24 @@ number of assistant messages in the history, and a branch falls back to its own
 `fallbackContent` only. A branch's tool call ids carry `.b<branch index>` after the
 scenario name (`call_<name>.b0_<index>_<position>`), so they never equal the main
 conversation's ids.
+
+A scenario with `turns` instead of `responses` holds any number of user turns (the demo
+assistant): each user message is answered by the first turn script whose `cue` occurs
+(case-insensitively) in the latest user message, or by the script without a cue::
+
+    name: assistant
+    turns:
+      - cue: shell                 # the latest user message mentions "shell"
+        responses:
+          - toolCalls: [{name: run_shell, args: {command: ls}}]
+          - content: "The command printed: {{tool_result}}"
+      - responses:                 # no cue: every other message (at most one, the last)
+          - content: "You said: {{message}}"
+
+Within a turn the response index is the number of assistant messages after the latest
+user message. `{{message}}` (the latest user message) and `{{tool_result}}` (the
+results of the previous response's tool calls, one per line) are replaced in a turn
+script's texts and string arguments, so the answer depends on the history only.
 """
 
 from __future__ import annotations
@@ -90,10 +108,25 @@ class Branch(_Strict):
     )
 
 
+class Turn(_Strict):
+    cue: str | None = Field(
+        default=None,
+        min_length=1,
+        description="Case-insensitive substring of the latest user message; none: any message.",
+    )
+    responses: list[Response] = Field(min_length=1)
+    fallbackContent: str | None = Field(default=None, description="Text answer past this turn's last response.")
+
+
 class Scenario(_Strict):
     name: str = Field(pattern=NAME_PATTERN)
     description: str | None = None
-    responses: list[Response] = Field(min_length=1)
+    responses: list[Response] = Field(
+        default_factory=list, description="The answers, by the number of assistant messages in the history."
+    )
+    turns: list[Turn] = Field(
+        default_factory=list, description="Per-user-message scripts chosen by cue; instead of `responses`."
+    )
     fallbackContent: str | None = Field(
         default=None,
         description="Text answer for requests past the last response; without it they get a 400.",
@@ -102,6 +135,27 @@ class Scenario(_Strict):
         default_factory=list,
         description="Conversations selected by their first user message; the first match wins.",
     )
+
+    @model_validator(mode="after")
+    def _one_script(self) -> Scenario:
+        if bool(self.responses) == bool(self.turns):
+            raise ValueError("a scenario needs either `responses` (at least one) or `turns`, not both")
+        if self.turns and (self.branches or self.fallbackContent is not None):
+            raise ValueError("`turns` cannot be combined with `branches` or a top-level `fallbackContent`")
+        catch_all = [i for i, turn in enumerate(self.turns) if turn.cue is None]
+        if catch_all and catch_all != [len(self.turns) - 1]:
+            raise ValueError(
+                f"turns.{catch_all[0]}: only the last turn may omit `cue` (a turn without one answers any message)"
+            )
+        return self
+
+    def every_response(self) -> list[Response]:
+        """Every response of every script: main line, branches and turns."""
+        return [
+            *self.responses,
+            *(r for b in self.branches for r in b.responses),
+            *(r for t in self.turns for r in t.responses),
+        ]
 
 
 class ScenarioError(ValueError):

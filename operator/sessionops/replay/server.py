@@ -3,14 +3,19 @@
 Routes:
     POST   /v1/chat/completions (also /chat/completions)   the model
     GET    /v1/models (also /models)                       scenarios as `replay/<name>`
-    GET    /requests[?scenario=name]                       recorded requests, oldest first
+    GET    /requests[?scenario=name]                       recorded requests, oldest first,
+                                                           with the bearer key each presented
     DELETE /requests                                       forget them
     GET    /scenarios, POST /scenarios                     list / register (replaces by name)
     GET    /healthz
 
 The answer comes from the scenario's branch whose `match` occurs in the request's first
-user message, or its main line (`protocol.select_conversation`); each record names the
-scenario and the `branch` (its index, or null for the main line).
+user message, or its main line; for a scenario with `turns`, from the turn whose cue
+occurs in the latest user message (`protocol.select_answer`). Each record names the
+scenario, the `branch` (its index, or null for the main line) and the `turn`.
+
+With `api_key` set, a chat completion without `Authorization: Bearer <api_key>` gets a
+401 (`code: invalid_api_key`), as from OpenAI.
 
 A request past the end of its conversation gets a 400 (`code: scenario_exhausted`)
 unless it sets `fallbackContent`: running out of script is a test failure, not an
@@ -58,6 +63,12 @@ def _error(
 STOP_GRACE_SECONDS = 1.0
 
 
+def _bearer(request: web.Request) -> str | None:
+    """The bearer token the request presents, recorded so tests can tell which key arrived."""
+    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    return (token.strip() or None) if scheme.lower() == "bearer" else None
+
+
 class ReplayServer:
     """Scenarios, the request record and the aiohttp application serving them.
 
@@ -73,7 +84,11 @@ class ReplayServer:
         host: str = "127.0.0.1",
         port: int = 0,
         max_records: int = 10_000,
+        api_key: str | None = None,
     ) -> None:
+        # When set, chat completions require `Authorization: Bearer <api_key>` (a stand-in
+        # for a real provider: proves a client sends the key it was given).
+        self.api_key = api_key
         self.scenarios: dict[str, Scenario] = load_scenario_dirs(dirs)
         for scenario in scenarios:
             self.scenarios[scenario.name] = scenario
@@ -139,6 +154,7 @@ class ReplayServer:
         status: int,
         error: str | None,
         branch: int | None = None,
+        turn: int | None = None,
     ) -> None:
         self._seq += 1
         body = body if isinstance(body, dict) else {}
@@ -151,7 +167,9 @@ class ReplayServer:
                 "model": body.get("model"),
                 "scenario": scenario,
                 "branch": branch,
+                "turn": turn,
                 "index": index,
+                "apiKey": _bearer(request),
                 "status": status,
                 "error": error,
                 "stream": bool(body.get("stream")),
@@ -173,6 +191,11 @@ class ReplayServer:
         )
 
     async def _chat_completions(self, request: web.Request) -> web.StreamResponse:
+        if self.api_key is not None and _bearer(request) != self.api_key:
+            # As OpenAI: a missing or wrong key is a 401 before the body is looked at.
+            self._record(request, None, scenario=None, index=None, status=401, error="invalid API key")
+            return _error(401, "Incorrect API key provided: this replay server requires its bearer key.",
+                          code="invalid_api_key")
         try:
             body = await request.json()
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
@@ -221,30 +244,48 @@ class ReplayServer:
                 param="stream_options",
             )
 
-        conversation = protocol.select_conversation(scenario, protocol.first_user_message(messages))
-        index = count_assistant_messages(messages)
+        answer = protocol.select_answer(scenario, messages)
+        if answer is None:
+            return reject(
+                400,
+                f"replay scenario {scenario.name!r}: no turn's cue occurs in the latest user message "
+                f"(cues: {', '.join(repr(t.cue) for t in scenario.turns)}); add a turn without `cue`",
+                scenario=scenario.name,
+                code="no_matching_turn",
+            )
+        conversation, index = answer
         response = conversation.response(index)
         if response is None:
-            where = (
-                ""
-                if conversation.branch is None
-                else f" (branch {conversation.branch}, match {scenario.branches[conversation.branch].match!r})"
-            )
+            if conversation.turn is not None:
+                where = f" (turn {conversation.turn}, cue {scenario.turns[conversation.turn].cue!r})"
+                holds = "the latest user message is followed by"
+            else:
+                where = (
+                    ""
+                    if conversation.branch is None
+                    else f" (branch {conversation.branch}, match {scenario.branches[conversation.branch].match!r})"
+                )
+                holds = "the history already holds"
             return reject(
                 400,
                 f"replay scenario {scenario.name!r}{where} is exhausted: it has {len(conversation.responses)} "
-                f"responses and the history already holds {index} assistant messages, so it asks for "
+                f"responses and {holds} {index} assistant messages, so it asks for "
                 f"response index {index} (0-based); add responses or set fallbackContent",
                 scenario=scenario.name,
                 branch=conversation.branch,
                 code="scenario_exhausted",
             )
+        if conversation.turn is not None:
+            response = protocol.render_turn(response, messages)
+        # Ids count every assistant message, so a later turn never repeats an earlier turn's ids.
+        id_index = count_assistant_messages(messages)
 
         self._record(
             request,
             body,
             scenario=scenario.name,
             branch=conversation.branch,
+            turn=conversation.turn,
             index=index,
             status=200,
             error=None,
@@ -252,9 +293,9 @@ class ReplayServer:
         if response.delaySeconds:
             await asyncio.sleep(response.delaySeconds)
 
-        tool_calls = protocol.openai_tool_calls(conversation.label, index, response)
+        tool_calls = protocol.openai_tool_calls(conversation.label, id_index, response)
         common = {
-            "completion_id": protocol.completion_id(conversation.label, index, messages),
+            "completion_id": protocol.completion_id(conversation.label, id_index, messages),
             "model": model,
             "created": int(time.time()),
             "response": response,
@@ -310,7 +351,7 @@ class ReplayServer:
             {
                 "name": scenario.name,
                 "model": MODEL_PREFIX + scenario.name,
-                "responses": len(scenario.responses),
+                "responses": len(scenario.every_response()),
             },
             status=200 if replaced else 201,
         )
@@ -343,13 +384,14 @@ def running_replay_server(
     port: int = 0,
     *,
     scenarios: Iterable[Scenario] = (),
+    api_key: str | None = None,
 ) -> Iterator[ReplayServer]:
     """Runs a server on its own event loop in a daemon thread, for synchronous callers.
 
     A synchronous client (e.g. `ChatOpenAI.invoke`) called from a coroutine would block
     the loop serving it; a thread of its own avoids that deadlock.
     """
-    server = ReplayServer(scenarios, dirs=dirs, host=host, port=port)
+    server = ReplayServer(scenarios, dirs=dirs, host=host, port=port, api_key=api_key)
     loop = asyncio.new_event_loop()
     started = threading.Event()
     failure: list[BaseException] = []

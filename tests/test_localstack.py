@@ -14,8 +14,8 @@ import pytest
 import yaml
 
 from sessionops.replay import running_replay_server
-from tests.localstack import DEMO_KEY_SECRET, DemoModel, demo_model
 from tests import pgserver
+from tests.localstack import DEMO_KEY_SECRET, DemoModel, demo_model
 from tests.stack import CONFIGMAP, EXAMPLES_REPLAY, OPERATOR_NS, ROOT
 from tests.test_pgserver import modes
 

@@ -45,7 +45,7 @@ E2E = ("tests/e2e/", "tests/test_localstack.py")
 INTEGRATION = (
     "tests/integration/", "tests/podrunner/", "tests/test_pgserver.py", "tests/worker/test_lease.py",
     "tests/worker/test_mcp.py", "tests/replay/test_branches.py", "tests/replay/test_server.py",
-    "tests/replay/test_cli.py", "tests/chart/test_dockerfile.py",
+    "tests/replay/test_cli.py", "tests/replay/test_turns.py", "tests/chart/test_dockerfile.py",
 )
 INTEGRATION_FIXTURES = frozenset({
     "cluster", "kubectl", "api", "stack", "local", "replay", "threaded_replay", "pg_template", "pg_dsn", "saver",

@@ -9,6 +9,7 @@ import concurrent.futures
 import contextlib
 import datetime
 import functools
+import json
 import os
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -36,6 +37,18 @@ def load_api_client(kubeconfig: str | None = None, pool_size: int = 32) -> kuber
 
 class Conflict(Exception):
     """409 from the API server: a stale resourceVersion or an existing name."""
+
+
+class Invalid(Exception):
+    """422 from the API server: the object is invalid (the message names the fields)."""
+
+
+def status_message(body: str | bytes | None) -> str:
+    """The ``message`` of a Status response body, or "" when there is none."""
+    try:
+        return str(json.loads(body or "").get("message") or "")
+    except (ValueError, AttributeError):  # not a JSON Status: the caller falls back to the reason
+        return ""
 
 
 async def _or_none(call: Awaitable[T]) -> T | None:
@@ -113,10 +126,13 @@ class Kube:
         return None if job is None else self.api_client.sanitize_for_serialization(job)
 
     async def create_job(self, namespace: str, body: dict[str, Any]) -> None:
-        """AlreadyExists is success: Job names are deterministic per segment."""
+        """AlreadyExists is success: Job names are deterministic per segment. A Job the API
+        server refuses as invalid raises ``Invalid`` with the server's message."""
         try:
             await self.call(self.batch.create_namespaced_job, namespace, body)
         except ApiException as e:
+            if e.status == 422:
+                raise Invalid(status_message(e.body) or str(e.reason)) from e
             if e.status != 409:
                 raise
 
@@ -131,6 +147,10 @@ class Kube:
     async def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
         pod = await _or_none(self.call(self.core.read_namespaced_pod, name, namespace))
         return None if pod is None else self.api_client.sanitize_for_serialization(pod)
+
+    async def job_pods(self, namespace: str, job: str) -> list[dict[str, Any]]:
+        pods = await self.call(self.core.list_namespaced_pod, namespace, label_selector=f"job-name={job}")
+        return [self.api_client.sanitize_for_serialization(p) for p in pods.items]
 
     async def running_pods(self, namespace: str, job: str) -> int:
         """Pods of the Job that may still write (not Succeeded/Failed)."""

@@ -165,6 +165,21 @@ class Kube:
         cm = await _or_none(self.call(self.core.read_namespaced_config_map, name, namespace))
         return None if cm is None else self.api_client.sanitize_for_serialization(cm)
 
+    async def configmaps(self, namespace: str, label_selector: str) -> list[dict[str, Any]]:
+        cms = await self.call(self.core.list_namespaced_config_map, namespace, label_selector=label_selector)
+        return [self.api_client.sanitize_for_serialization(cm) for cm in cms.items]
+
+    async def secret_exists(self, namespace: str, name: str) -> bool:
+        """Whether the Secret exists; its data is read by the client library but never kept."""
+        return await _or_none(self.call(self.core.read_namespaced_secret, name, namespace)) is not None
+
+    async def list_agents(self, namespace: str | None = None) -> list[dict[str, Any]]:
+        if namespace is None:
+            result = await self.call(self.custom.list_cluster_custom_object, GROUP, VERSION, "agents")
+        else:
+            result = await self.call(self.custom.list_namespaced_custom_object, GROUP, VERSION, namespace, "agents")
+        return result.get("items", [])
+
     async def post_event(self, involved: dict[str, Any], *, type_: str, reason: str, message: str,
                          component: str = "sessionops") -> None:
         """Best effort: an Event is a notice, never a reason to fail the caller."""

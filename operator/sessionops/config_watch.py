@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 
 from sessionops.configuration import ConfigError
 from sessionops.runtime import Runtime
@@ -12,9 +13,12 @@ logger = logging.getLogger(__name__)
 
 
 class ConfigWatcher:
-    def __init__(self, rt: Runtime) -> None:
+    def __init__(self, rt: Runtime, on_change: Callable[[], Awaitable[None]] | None = None) -> None:
         self.rt = rt
         self.seen_version: str | None = None
+        self.on_change = on_change
+        """Called after a valid configuration replaced an earlier one (not on the first load:
+        kopf's initial listing reconciles every object anyway)."""
 
     async def refresh(self) -> None:
         """Read the ConfigMap once. Safe to repeat: an unchanged resourceVersion is skipped."""
@@ -31,6 +35,7 @@ class ConfigWatcher:
         if version == self.seen_version:
             return
         self.seen_version = version
+        replacing = self.rt.config.loaded
         try:
             config = self.rt.config.update(cm.get("data"))
         except ConfigError as e:
@@ -42,6 +47,8 @@ class ConfigWatcher:
                     config.defaults.model)
         await self.rt.kube.post_event(cm, type_="Normal", reason="ConfigLoaded",
                                       message=f"configuration {config.version} in force")
+        if replacing and self.on_change is not None:
+            await self.on_change()
 
     async def run(self) -> None:
         while True:

@@ -9,6 +9,7 @@ import concurrent.futures
 import contextlib
 import datetime
 import functools
+import json
 import os
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -36,6 +37,18 @@ def load_api_client(kubeconfig: str | None = None, pool_size: int = 32) -> kuber
 
 class Conflict(Exception):
     """409 from the API server: a stale resourceVersion or an existing name."""
+
+
+class Invalid(Exception):
+    """422 from the API server: the object is invalid (the message names the fields)."""
+
+
+def status_message(body: str | bytes | None) -> str:
+    """The ``message`` of a Status response body, or "" when there is none."""
+    try:
+        return str(json.loads(body or "").get("message") or "")
+    except (ValueError, AttributeError):  # not a JSON Status: the caller falls back to the reason
+        return ""
 
 
 async def _or_none(call: Awaitable[T]) -> T | None:
@@ -113,10 +126,13 @@ class Kube:
         return None if job is None else self.api_client.sanitize_for_serialization(job)
 
     async def create_job(self, namespace: str, body: dict[str, Any]) -> None:
-        """AlreadyExists is success: Job names are deterministic per segment."""
+        """AlreadyExists is success: Job names are deterministic per segment. A Job the API
+        server refuses as invalid raises ``Invalid`` with the server's message."""
         try:
             await self.call(self.batch.create_namespaced_job, namespace, body)
         except ApiException as e:
+            if e.status == 422:
+                raise Invalid(status_message(e.body) or str(e.reason)) from e
             if e.status != 409:
                 raise
 
@@ -132,6 +148,10 @@ class Kube:
         pod = await _or_none(self.call(self.core.read_namespaced_pod, name, namespace))
         return None if pod is None else self.api_client.sanitize_for_serialization(pod)
 
+    async def job_pods(self, namespace: str, job: str) -> list[dict[str, Any]]:
+        pods = await self.call(self.core.list_namespaced_pod, namespace, label_selector=f"job-name={job}")
+        return [self.api_client.sanitize_for_serialization(p) for p in pods.items]
+
     async def running_pods(self, namespace: str, job: str) -> int:
         """Pods of the Job that may still write (not Succeeded/Failed)."""
         pods = await self.call(self.core.list_namespaced_pod, namespace, label_selector=f"job-name={job}")
@@ -144,6 +164,21 @@ class Kube:
     async def get_configmap(self, namespace: str, name: str) -> dict[str, Any] | None:
         cm = await _or_none(self.call(self.core.read_namespaced_config_map, name, namespace))
         return None if cm is None else self.api_client.sanitize_for_serialization(cm)
+
+    async def configmaps(self, namespace: str, label_selector: str) -> list[dict[str, Any]]:
+        cms = await self.call(self.core.list_namespaced_config_map, namespace, label_selector=label_selector)
+        return [self.api_client.sanitize_for_serialization(cm) for cm in cms.items]
+
+    async def secret_exists(self, namespace: str, name: str) -> bool:
+        """Whether the Secret exists; its data is read by the client library but never kept."""
+        return await _or_none(self.call(self.core.read_namespaced_secret, name, namespace)) is not None
+
+    async def list_agents(self, namespace: str | None = None) -> list[dict[str, Any]]:
+        if namespace is None:
+            result = await self.call(self.custom.list_cluster_custom_object, GROUP, VERSION, "agents")
+        else:
+            result = await self.call(self.custom.list_namespaced_custom_object, GROUP, VERSION, namespace, "agents")
+        return result.get("items", [])
 
     async def post_event(self, involved: dict[str, Any], *, type_: str, reason: str, message: str,
                          component: str = "sessionops") -> None:

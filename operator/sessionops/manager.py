@@ -18,6 +18,7 @@ from sessionops import checkpoints, logs, metrics, scans
 from sessionops.config_watch import ConfigWatcher
 from sessionops.configuration import ConfigStore
 from sessionops.kube import Kube, load_api_client
+from sessionops.readiness.reconcile import reconcile_namespace
 from sessionops.runtime import Runtime
 from sessionops.settings import Settings
 from sessionops.webhook import WebhookServer
@@ -55,10 +56,12 @@ async def ensure_peering(kube: Kube, name: str) -> None:
             raise
 
 
-async def build_runtime(settings: Settings) -> Runtime:
+async def build_runtime(settings: Settings) -> tuple[Runtime, ConfigWatcher]:
     rt = Runtime(settings=settings, kube=Kube(load_api_client()), config=ConfigStore())
-    await ConfigWatcher(rt).refresh()
-    return rt
+    # A new configuration may add or drop the model or a Secret an Agent relies on.
+    watcher = ConfigWatcher(rt, on_change=lambda: reconcile_namespace(rt.kube, rt.config.current))
+    await watcher.refresh()
+    return rt, watcher
 
 
 @kopf.on.startup()
@@ -67,10 +70,10 @@ async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     configure_kopf(settings, ours)
     # Schema set-up runs once here, never in workers (they only read and write).
     await checkpoints.asetup(ours.database_url)
-    memo.runtime = await build_runtime(ours)
+    memo.runtime, watcher = await build_runtime(ours)
     if ours.peering:
         await ensure_peering(memo.runtime.kube, ours.peering)
-    memo.config_task = asyncio.create_task(ConfigWatcher(memo.runtime).run(), name="config-watch")
+    memo.config_task = asyncio.create_task(watcher.run(), name="config-watch")
     memo.scan_task = asyncio.create_task(scans.run_forever(memo.runtime, ours.scan_seconds), name="recovery-scan")
     if ours.metrics_port:
         memo.metrics = await metrics.serve(ours.metrics_port, ready=lambda: memo.runtime.config.loaded)
@@ -91,6 +94,7 @@ async def cleanup(memo: Any, **_: Any) -> None:
 
 def register_handlers() -> None:
     import sessionops.handlers.admission  # noqa: F401
+    import sessionops.handlers.agents  # noqa: F401
     import sessionops.handlers.cancellation  # noqa: F401
     import sessionops.handlers.runs  # noqa: F401
     import sessionops.handlers.sessions  # noqa: F401

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from sessionops import metrics
+from sessionops.api import conditions
 from sessionops.kube import Kube
 
 _seen: dict[tuple[str, str, str], str | None] = {}
@@ -28,7 +29,8 @@ async def observe(kube: Kube, obj: dict[str, Any], *, deleted: bool = False) -> 
         return False
     metrics.PHASE_TRANSITIONS.labels(kind=key[0], phase=phase).inc()
     message = f"{key[0]} is {phase}" + (f" (was {previous})" if previous else "")
-    reason = (obj.get("status") or {}).get("conditions", [{}])[-1].get("reason") if phase == "Failed" else None
+    failed = conditions.find((obj.get("status") or {}).get("conditions"), "Failed") if phase == "Failed" else None
+    reason = (failed or {}).get("reason")
     if reason:
         message += f": {reason}"
     await kube.post_event(obj, type_="Warning" if phase == "Failed" else "Normal", reason=phase, message=message)

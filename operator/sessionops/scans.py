@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from sessionops import GROUP, VERSION
+from sessionops import API_VERSION, GROUP, VERSION, logs
 from sessionops.api.run import TERMINAL_PHASES
 from sessionops.cancellation.reconcile import reconcile_cancel
 from sessionops.execution.reconcile import reconcile_run
@@ -38,7 +38,8 @@ async def scan_once(rt: Runtime) -> int:
         except asyncio.CancelledError:
             raise
         except Exception:  # one broken run must not stop the scan of the others; the next scan retries
-            logger.exception("recovery scan of run %s/%s failed", meta["namespace"], meta["name"])
+            logger.exception("recovery scan of run %s/%s failed; the next scan retries", meta["namespace"],
+                             meta["name"], extra=logs.ref({"apiVersion": API_VERSION, "kind": "AgentRun", **run}))
     return visited
 
 

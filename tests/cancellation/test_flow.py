@@ -60,7 +60,7 @@ def test_cancelled_is_written_with_the_steps_and_the_segment_outcome() -> None:
 
 
 def test_a_failed_step_names_itself() -> None:
-    cond = failed_step("2", "connection lost", now=NOW)["conditions"][0]
+    cond = failed_step({"metadata": {"generation": 1}}, "2", "connection lost", now=NOW)["conditions"][0]
     assert (cond["type"], cond["reason"]) == ("CleanupFailed", "Step2Failed") and "connection lost" in cond["message"]
 
 

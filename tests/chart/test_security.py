@@ -135,6 +135,11 @@ def test_worker_rbac_in_every_worker_namespace(rendered: Rendered) -> None:
             assert _allows(rules, "coordination.k8s.io", "leases", verb)
         assert _allows(rules, "", "configmaps", "get")
         assert not _allows(rules, "", "secrets", "list")
+        # The operator checks that Secrets an Agent references exist (by name), never lists them.
+        operator = [r for d in rendered.of_kind("Role") if d["metadata"]["name"] == f"{RELEASE}-operator-secrets"
+                    and d["metadata"]["namespace"] == ns for r in d["rules"]]
+        assert _allows(operator, "", "secrets", "get") and not _allows(operator, "", "secrets", "list")
+        assert not _allows(operator, "", "secrets", "watch")
         binding = rendered.one("RoleBinding", f"{RELEASE}-worker") if len(namespaces) == 1 else next(
             d for d in rendered.of_kind("RoleBinding")
             if d["metadata"]["name"] == f"{RELEASE}-worker" and d["metadata"]["namespace"] == ns)

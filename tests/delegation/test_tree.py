@@ -93,7 +93,7 @@ def test_the_waiting_time_starts_when_the_waiting_segment_was_recorded() -> None
 def test_a_childs_outcome_is_the_delegate_calls_resume_value() -> None:
     ok = child(run_phase="Succeeded", result={"text": "42"})
     assert tree.result(ok) == {"session": "c1", "phase": "Succeeded", "run": "c1-t1", "text": "42"}
-    failed = child(run_phase="Failed", conditions=[{"type": "Failed", "message": "segment x: model down"}])
+    failed = child(run_phase="Failed", conditions=[{"type": "Failed", "status": "True", "message": "segment x: model down"}])
     assert tree.result(failed)["message"] == "segment x: model down"
     cancelled = tree.Child("c1", session("c1"), inp("Cancelled", message="the parent was cancelled"), None)
     assert tree.result(cancelled) == {"session": "c1", "phase": "Cancelled", "message": "the parent was cancelled"}

@@ -27,6 +27,11 @@ then SIGKILL after the grace period (``terminationGracePeriodSeconds``, capped b
 ``max_grace_seconds``), as a kubelet does. A deleted Job's process is stopped and its
 pod deleted.
 
+Pods that cannot start stay Pending with the status a real cluster shows: a missing Secret,
+ConfigMap or key in the env -> container waiting ``CreateContainerConfigError`` with the
+kubelet's message (``secret "x" not found``); a ``nodeSelector`` the one node (labels
+``NODE_LABELS``) does not match -> ``PodScheduled`` False, reason ``Unschedulable``.
+
 Test hooks: ``executions`` (one ``Execution`` per started container), ``log`` (one line
 per action), ``kill(job, signal)``, ``hold(prefix)`` (matching Jobs never start: "a Job
 whose pod never runs"), ``wait_execution(job)``, ``wait_idle()``.
@@ -65,6 +70,10 @@ logger = logging.getLogger("podrunner")
 
 FINALIZER = "podrunner.sessionops.dev/process"
 NODE_NAME = "podrunner"
+NODE_LABELS = {"kubernetes.io/hostname": NODE_NAME, "kubernetes.io/os": "linux"}
+"""The one node's labels: a pod whose nodeSelector asks for others is unschedulable."""
+UNSCHEDULABLE = ("0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector. preemption: 0/1 "
+                 "nodes are available: 1 Preemption is not helpful for scheduling.")
 SESSION_LABEL = "sessionops.dev/session"
 _SUFFIX_CHARS = "bcdfghjklmnpqrstvwxz2456789"
 WATCH_SECONDS = 30
@@ -364,19 +373,35 @@ class PodRunner:
                          "annotations": (template.get("metadata") or {}).get("annotations") or {},
                          "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": name, "uid": uid,
                                               "controller": True, "blockOwnerDeletion": True}]},
-            "spec": {**(template.get("spec") or {}), "nodeName": NODE_NAME},
+            "spec": dict(template.get("spec") or {}),
         }
+        selector = pod_body["spec"].get("nodeSelector") or {}
+        schedulable = all(NODE_LABELS.get(k) == v for k, v in selector.items())
+        if schedulable:
+            pod_body["spec"]["nodeName"] = NODE_NAME
         pod = self.kube.request("POST", f"/api/v1/namespaces/{namespace}/pods", body=pod_body)
         started = _now()
         self._patch_job(namespace, name, {"startTime": _iso(started), "active": 1, "ready": 0})
         self._note(f"job {namespace}/{name}: created pod {pod_name}")
+        if not schedulable:
+            # As the scheduler reports it: the pod stays Pending, unbound, with PodScheduled False.
+            self._patch_pod(namespace, pod_name, {"phase": "Pending", "conditions": [{
+                "type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": UNSCHEDULABLE,
+                "lastProbeTime": None, "lastTransitionTime": _iso(started)}]})
+            self._note(f"pod {namespace}/{pod_name}: Unschedulable (nodeSelector {selector})")
+            with self._lock:
+                self._seen[uid] = "failed-to-start"
+                self.not_started[name] = f"Unschedulable: {UNSCHEDULABLE}"
+            self._remove_finalizer(namespace, pod_name)
+            return
 
         container = pod["spec"]["containers"][0]
         try:
             env = resolve_env(container, pod, secrets=self._lookup("secret"), configmaps=self._lookup("configmap"))
         except EnvResolutionError as e:
+            # As a kubelet reports it: imageID is "" (never absent) while the container waits.
             self._patch_pod(namespace, pod_name, {"phase": "Pending", "containerStatuses": [{
-                "name": container["name"], "image": container.get("image", ""), "ready": False,
+                "name": container["name"], "image": container.get("image", ""), "imageID": "", "ready": False,
                 "restartCount": 0, "started": False,
                 "state": {"waiting": {"reason": e.reason, "message": str(e)}}}]})
             self._note(f"pod {namespace}/{pod_name}: {e.reason}: {e}")

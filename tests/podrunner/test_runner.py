@@ -42,18 +42,20 @@ def runner(kube: WorkerKube, tmp_path: Path) -> Iterator[PodRunner]:
 
 
 def job(name: str, code: str, *, env: list[dict[str, Any]] | None = None, session: str = "s1",
-        resources: dict[str, Any] | None = None) -> dict[str, Any]:
+        resources: dict[str, Any] | None = None, node_selector: dict[str, str] | None = None) -> dict[str, Any]:
     container: dict[str, Any] = {
         "name": "worker", "image": "example/worker:1", "command": ["python", "-c", code], "workingDir": "/work",
         "env": [{"name": "WORKDIR", "value": "/work"}, *(env or [])],
         "volumeMounts": [{"name": "work", "mountPath": "/work"}, {"name": "tmp", "mountPath": "/tmp"}]}
     if resources:
         container["resources"] = resources
+    pod_spec: dict[str, Any] = {"restartPolicy": "Never", "containers": [container],
+                                "volumes": [{"name": "work", "emptyDir": {}}, {"name": "tmp", "emptyDir": {}}]}
+    if node_selector:
+        pod_spec["nodeSelector"] = node_selector
     return {"apiVersion": "batch/v1", "kind": "Job",
             "metadata": {"name": name, "labels": {"sessionops.dev/session": session}},
-            "spec": {"backoffLimit": 0, "template": {"metadata": {"labels": {"app": "worker"}}, "spec": {
-                "restartPolicy": "Never", "containers": [container],
-                "volumes": [{"name": "work", "emptyDir": {}}, {"name": "tmp", "emptyDir": {}}]}}}}
+            "spec": {"backoffLimit": 0, "template": {"metadata": {"labels": {"app": "worker"}}, "spec": pod_spec}}}
 
 
 def create(kube: WorkerKube, body: dict[str, Any]) -> dict[str, Any]:
@@ -177,7 +179,21 @@ def test_a_missing_secret_keeps_the_pod_pending(kube: WorkerKube, runner: PodRun
         runner.wait_execution("nosecret", timeout=15)
     [pod] = pods(kube)
     assert pod["status"]["phase"] == "Pending"
-    assert pod["status"]["containerStatuses"][0]["state"]["waiting"]["reason"] == "CreateContainerConfigError"
+    status = pod["status"]["containerStatuses"][0]
+    assert status["state"]["waiting"] == {"reason": "CreateContainerConfigError",
+                                          "message": 'secret "absent" not found'}
+    assert status["imageID"] == "" and status["ready"] is False
+
+
+def test_a_pod_no_node_matches_is_unschedulable(kube: WorkerKube, runner: PodRunner) -> None:
+    create(kube, job("nowhere", "print('never')", node_selector={"gpu": "a100"}))
+    with pytest.raises(RuntimeError, match="Unschedulable"):
+        runner.wait_execution("nowhere", timeout=15)
+    [pod] = pods(kube)
+    assert pod["status"]["phase"] == "Pending" and not pod["spec"].get("nodeName")
+    [scheduled] = [c for c in pod["status"]["conditions"] if c["type"] == "PodScheduled"]
+    assert (scheduled["status"], scheduled["reason"]) == ("False", "Unschedulable")
+    assert "didn't match Pod's node affinity/selector" in scheduled["message"]
 
 
 def test_a_container_over_its_memory_limit_is_oom_killed(kube: WorkerKube, runner: PodRunner) -> None:

@@ -3,6 +3,7 @@ pauses after failure or cancellation, Continue resumes, crashes repair themselve
 
 from __future__ import annotations
 
+import datetime
 from typing import Any
 
 from sessionops.scheduling.names import INPUT_FINALIZER, SEQUENCE_LABEL
@@ -10,6 +11,7 @@ from sessionops.scheduling.queue import NewRun, decide
 from sessionops.scheduling.reconcile import run_body
 from tests import factories
 
+NOW = datetime.datetime(2026, 12, 3, 10, 0, tzinfo=datetime.UTC)
 SNAP = {"model": "replay/hello", "approvalMode": "Default", "systemPrompt": "p"}
 
 
@@ -118,16 +120,49 @@ def test_a_consumed_input_keeps_its_record_while_its_run_is_active() -> None:
 
 
 def test_status_projects_only_public_fields() -> None:
-    plan = decide(session(), [], [])
+    plan = decide(session(), [], [], now=NOW)
+    conditions = plan.status.pop("conditions")
     assert plan.status == {"phase": "Idle", "model": "replay/hello", "approvalMode": "Default", "activeRun": None,
                            "queue": {"pending": 0, "paused": False, "pausedReason": None, "heldBack": None},
                            "observedGeneration": None}
+    assert [(c["type"], c["status"]) for c in conditions] == [("Ready", "True"), ("Active", "False"),
+                                                               ("Paused", "False")]
     assert "contextSnapshot" not in str(plan.status) and "systemPrompt" not in str(plan.status)
+
+
+def _conds(plan: Any) -> dict[str, dict]:
+    return {c["type"]: c for c in plan.status["conditions"]}
+
+
+def test_a_session_with_a_turn_under_way_is_active_and_ready_for_steers() -> None:
+    conds = _conds(decide(session(), [inp("a", 1)], [], now=NOW))
+    assert (conds["Active"]["status"], conds["Active"]["reason"]) == ("True", "Running")
+    assert "s1-t1" in conds["Active"]["message"] and conds["Ready"]["status"] == "True"
+
+
+def test_a_waiting_turn_makes_the_session_not_ready_for_messages() -> None:
+    conds = _conds(decide(session(), [], [run("s1-t1", 1, "Waiting", ["a"])], now=NOW))
+    assert (conds["Ready"]["status"], conds["Ready"]["reason"]) == ("False", "TurnWaiting")
+    assert conds["Active"]["reason"] == "Waiting"
+
+
+def test_a_paused_queue_says_why_in_the_paused_condition() -> None:
+    for phase, reason in (("Failed", "TurnFailed"), ("Cancelled", "TurnCancelled")):
+        conds = _conds(decide(session(), [inp("b", 2)], [run("s1-t1", 1, phase, ["a"])], now=NOW))
+        assert (conds["Paused"]["status"], conds["Paused"]["reason"]) == ("True", reason)
+        assert "s1-t1" in conds["Paused"]["message"] and "Continue" in conds["Paused"]["message"]
+        assert (conds["Ready"]["status"], conds["Active"]["status"]) == ("False", "False")
+
+
+def test_an_unchanged_session_projects_its_stored_conditions_again() -> None:
+    first = decide(session(), [], [], now=NOW)
+    later = decide(session(**first.status), [], [], now=NOW + datetime.timedelta(hours=1))
+    assert later.status["conditions"] == first.status["conditions"]
 
 
 def test_decide_is_stable_when_replayed() -> None:
     objects = (session(), [inp("a", 1), inp("b", 2, delivery="Steer")], [])
-    assert decide(*objects) == decide(*objects)
+    assert decide(*objects, now=NOW) == decide(*objects, now=NOW)
 
 
 def test_a_continue_that_unpaused_the_queue_does_not_excuse_the_turn_it_let_run() -> None:

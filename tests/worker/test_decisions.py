@@ -145,22 +145,27 @@ def test_usage_counts_the_ai_messages_of_this_turn_only() -> None:
 
 
 def test_status_patches_carry_absolute_values_and_keep_condition_times() -> None:
-    run = {"status": {"usage": {"inputTokens": 50, "outputTokens": 5}, "conditions": [
+    run = {"metadata": {"generation": 1}, "status": {"usage": {"inputTokens": 50, "outputTokens": 5}, "conditions": [
         {"type": "Failed", "status": "True", "reason": "ModelError", "lastTransitionTime": "2025-01-01T00:00:00Z"},
         {"type": "Other", "status": "True"}]}}
     waiting = outcome.status_patch(outcome.Verdict("Waiting", waitpoint=Waitpoint(id="wp-1", kind="Question")),
                                    run=run, segment="s1-t1-2", usage=outcome.usage_of([]), now=NOW)
+    conds = {c["type"]: c for c in waiting.pop("conditions")}
     assert waiting == {"phase": "Waiting", "waitpoint": {"id": "wp-1", "kind": "Question", "calls": [],
                                                          "questions": [], "children": []},
                        "usage": {"inputTokens": 50, "outputTokens": 5}}
+    assert (conds["Waiting"]["status"], conds["Waiting"]["reason"]) == ("True", "Question")
+    assert conds["Failed"]["status"] == "False" and conds["Other"] == {"type": "Other", "status": "True"}
     succeeded = outcome.status_patch(outcome.Verdict("Succeeded", text="done"), run=run, segment="s1-t1-2",
                                      usage=None, now=NOW)
+    conds = {c["type"]: c for c in succeeded.pop("conditions")}
     assert succeeded == {"phase": "Succeeded", "waitpoint": None, "result": {"text": "done", "segment": "s1-t1-2"}}
+    assert conds["Succeeded"]["status"] == "True" and conds["Ready"]["status"] == "False"
     failed = outcome.status_patch(outcome.failed("StepLimit", "too many"), run=run, segment="s1-t1-2",
                                   usage=None, now=NOW)
-    assert failed["conditions"] == [
+    assert failed["conditions"][:2] == [
         {"type": "Failed", "status": "True", "reason": "StepLimit", "message": "segment s1-t1-2: too many",
-         "lastTransitionTime": "2025-01-01T00:00:00Z"},
+         "lastTransitionTime": "2025-01-01T00:00:00Z", "observedGeneration": 1},
         {"type": "Other", "status": "True"}]
 
 

@@ -11,6 +11,11 @@ from tests.cluster.authz import Policy
 from tests.worker.harness import NS, Stack, wait_for
 
 
+def failed_condition(run: dict) -> dict:
+    """The run's true Failed condition (the other phase conditions are False beside it)."""
+    [condition] = [c for c in run["status"]["conditions"] if c["type"] == "Failed" and c["status"] == "True"]
+    return condition
+
 def test_follow_up_answered_with_tools_succeeds_with_result_and_usage(stack: Stack) -> None:
     stack.session("s1", stack.snapshot("tools-then-answer"))
     (stack.workdir("s1") / "README.md").write_text("# demo\nA small project.\n")
@@ -132,7 +137,7 @@ def test_revoked_agent_access_fails_the_run_before_any_model_call(stack: Stack) 
 
     assert execution.exit_code == 0
     assert run["status"]["phase"] == "Failed"
-    [condition] = run["status"]["conditions"]
+    condition = failed_condition(run)
     assert (condition["type"], condition["reason"]) == ("Failed", "AccessRevoked")
     assert "'helper'" in condition["message"] and "alice" in condition["message"]
     assert stack.requests() == []
@@ -149,7 +154,7 @@ def test_resume_after_revocation_fails_without_running_the_call_and_the_next_tur
     run, _ = stack.segment("s1-t1")
 
     assert run["status"]["phase"] == "Failed"
-    assert run["status"]["conditions"][0]["reason"] == "AccessRevoked"
+    assert failed_condition(run)["reason"] == "AccessRevoked"
     assert len(stack.requests("parallel-approval")) == 1
     state = stack.thread("s1")
     assert [t.name for t in state.tasks if t.interrupts] == ["tools"]  # still waiting: never executed
@@ -327,7 +332,7 @@ def test_step_limit_fails_the_turn(stack: Stack) -> None:
     run, _ = stack.segment("s1-t1")
 
     assert run["status"]["phase"] == "Failed"
-    assert run["status"]["conditions"][0]["reason"] == "StepLimit"
+    assert failed_condition(run)["reason"] == "StepLimit"
     assert len(stack.requests("tools-then-answer")) == 1
 
 
@@ -342,6 +347,6 @@ def test_a_failing_model_fails_the_turn_with_model_error(stack: Stack) -> None:
 
     assert execution.exit_code == 0
     assert run["status"]["phase"] == "Failed"
-    condition = run["status"]["conditions"][0]
+    condition = failed_condition(run)
     assert condition["reason"] == "ModelError" and "no-such-scenario" in condition["message"]
     assert [r["status"] for r in stack.requests()] == [404]

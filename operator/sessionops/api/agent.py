@@ -59,7 +59,13 @@ class AgentStatus(ApiModel):
     """Observed state, written by the operator."""
 
     observed_generation: int | None = Field(default=None, description="Last generation the operator saw.")
-    conditions: list[Condition] = Field(default_factory=list, description="Ready and related conditions.")
+    model: str | None = Field(default=None, description="Effective model of a session that sets none: spec.model, "
+                                                        "else the system default.")
+    approval_mode: ApprovalMode | None = Field(default=None, description="Effective approval mode of a session that "
+                                                                         "sets none.")
+    conditions: list[Condition] = Field(default_factory=list, description="Ready: the model is in the catalog, the "
+                                                                          "named skills exist and every referenced "
+                                                                          "Secret is present.")
     kopf: dict[str, Any] | None = Field(default=None, description="Operator bookkeeping.", json_schema_extra=PRESERVE)
 
 

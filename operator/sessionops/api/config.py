@@ -54,6 +54,11 @@ class WorkerConfig(ApiModel):
     lease_duration_seconds: int = Field(default=30, ge=5, description="Session Lease duration; renewed at a third.")
     start_timeout_seconds: int = Field(
         default=300, ge=10, description="A Job whose pod never starts within this fails its segment.")
+    config_error_seconds: int = Field(
+        default=60, ge=1,
+        description="A pod that cannot start for a configuration reason (missing Secret or key, image pull "
+                    "failure, unschedulable) fails its run with the pod's reason after this many seconds, "
+                    "without retries: the wait lets a Secret created just late still count.")
     max_retries: int = Field(default=2, ge=0, description="Retry segments after infrastructure failures.")
     database_secret: SecretKeyRef = Field(
         default_factory=lambda: SecretKeyRef(name="sessionops-database", key="url"),

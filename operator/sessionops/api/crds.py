@@ -38,7 +38,9 @@ AGE = _column("Age", ".metadata.creationTimestamp", "date")
 
 KINDS: list[dict[str, Any]] = [
     {"model": Agent, "plural": "agents", "singular": "agent", "short": ["agt"], "columns": [
-        _column("Model", ".spec.model"), _column("Approval", ".spec.approvalMode"),
+        _column("Model", ".status.model"), _column("Approval", ".status.approvalMode"),
+        _column("Ready", ".status.conditions[?(@.type==\"Ready\")].status"),
+        _column("Reason", ".status.conditions[?(@.type==\"Ready\")].reason", priority=1),
         _column("Tools", ".spec.tools", priority=1), AGE]},
     {"model": AgentSession, "plural": "agentsessions", "singular": "agentsession", "short": ["asess"], "columns": [
         _column("Agent", ".spec.agentRef.name"), _column("Phase", ".status.phase"),

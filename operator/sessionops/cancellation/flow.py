@@ -8,7 +8,9 @@ import dataclasses
 import datetime
 from typing import Any
 
+from sessionops.api import conditions
 from sessionops.api.run import TERMINAL_PHASES, RunPhase
+from sessionops.api.run_conditions import CLEANUP_FAILED, with_phase
 from sessionops.timestamps import iso
 
 CANCELLED_OUTCOME = "Cancelled"
@@ -50,8 +52,8 @@ def decide(run: dict[str, Any], execution: Execution, *, now: datetime.datetime,
         return plan  # finished before the request was seen: nothing to cancel, and repeating is a no-op
     if phase != RunPhase.CANCELLING.value:
         # Step 1: a cancelling run is never waiting, so no message can be taken for a resume value.
-        plan.status = {"phase": RunPhase.CANCELLING.value, "waitpoint": None,
-                       "cancellation": {"requestedAt": iso(now), "completedSteps": []}}
+        plan.status = with_phase(run, {"phase": RunPhase.CANCELLING.value, "waitpoint": None,
+                                       "cancellation": {"requestedAt": iso(now), "completedSteps": []}}, now)
         return plan
     # Children first: a child must not outlive the turn that awaits it.
     if active_children:
@@ -82,15 +84,15 @@ def completed(run: dict[str, Any], steps: list[str], *, now: datetime.datetime) 
         segments[-1].update(outcome=CANCELLED_OUTCOME, finishedAt=iso(now))
     cancellation = dict(status.get("cancellation") or {})
     cancellation.update(completedSteps=steps, completedAt=iso(now))
-    return {"phase": RunPhase.CANCELLED.value, "segments": segments, "cancellation": cancellation,
-            "waitpoint": None, "result": None,
-            "conditions": [{"type": "Cancelled", "status": "True", "reason": "CleanupComplete",
-                            "message": f"checkpoint cleaned ({', '.join(steps) or 'nothing to clean'})",
-                            "lastTransitionTime": iso(now)}]}
+    # A CleanupFailed left by an earlier, failed attempt is resolved now.
+    resolved = [conditions.condition(CLEANUP_FAILED, False, "CleanupComplete")] \
+        if conditions.find(status.get("conditions"), CLEANUP_FAILED) else []
+    return with_phase(run, {"phase": RunPhase.CANCELLED.value, "segments": segments, "cancellation": cancellation,
+                            "waitpoint": None, "result": None}, now, reason="CleanupComplete",
+                      message=f"checkpoint cleaned ({', '.join(steps) or 'nothing to clean'})", extra=resolved)
 
 
-def failed_step(step: str, error: str, *, now: datetime.datetime) -> dict[str, Any]:
+def failed_step(run: dict[str, Any], step: str, error: str, *, now: datetime.datetime) -> dict[str, Any]:
     """A failing step leaves the run Cancelling with a condition naming it."""
-    return {"conditions": [{"type": "CleanupFailed", "status": "True", "reason": f"Step{step}Failed",
-                            "message": f"cleanup step {step} failed: {error}"[:1024],
-                            "lastTransitionTime": iso(now)}]}
+    failed = conditions.condition(CLEANUP_FAILED, True, f"Step{step}Failed", f"cleanup step {step} failed: {error}")
+    return {"conditions": conditions.updated(run, [failed], now)}

@@ -85,7 +85,7 @@ async def _reconcile(kube: Kube, dsn: str, namespace: str, name: str,
             step = e.step if isinstance(e, CleanupError) else "Connect"
             metrics.CANCELLATION_STEP_FAILURES.labels(step=step).inc()
             await kube.patch_status("agentruns", namespace, name,
-                                    {"status": flow.failed_step(step, str(e), now=now)})
+                                    {"status": flow.failed_step(run, step, str(e), now=now)})
             raise
         # Verified clean: every step is done, whether this call or an earlier one committed it.
         done = [s for s in STEPS if s in done or s in report.committed or s in report.skipped]

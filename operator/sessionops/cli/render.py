@@ -113,6 +113,10 @@ def waitpoint_hints(run: str, waitpoint: dict[str, Any], ns: str = "") -> list[s
     return [f"resumes by itself when the delegated sessions finish; {PLUGIN} cancel {run}{ns} stops it"]
 
 
+SHOWN_AS_ROWS = ("Ready", "Active", "Paused")
+"""Session conditions whose news the rows above already tell (phase, active run, queue)."""
+
+
 def failure(run: dict[str, Any]) -> str | None:
     for cond in (run.get("status") or {}).get("conditions") or []:
         if cond.get("type") == "Failed" and cond.get("status") == "True":
@@ -236,7 +240,7 @@ def session_overview(session: dict[str, Any], runs: Sequence[dict[str, Any]], in
         grid.add_row("Active run", "-")
     parts: list[RenderableType] = [grid]
     for cond in status.get("conditions") or []:
-        if cond.get("status") == "True" and cond.get("type") not in ("Ready",) and cond.get("message"):
+        if cond.get("status") == "True" and cond.get("type") not in SHOWN_AS_ROWS and cond.get("message"):
             parts.append(Text(f"{cond.get('type')}: {cond.get('message')}", style="dim"))
     if queue.get("paused") and not active:
         parts.append(Text(f"resume the queue: {PLUGIN} continue {name}{ns}", style="dim"))

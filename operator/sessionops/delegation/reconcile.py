@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
 import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
+from sessionops.api import conditions
 from sessionops.api.input import InputPhase
 from sessionops.api.run import TERMINAL_PHASES
 from sessionops.delegation import tree
@@ -78,10 +80,10 @@ async def cascade(kube: Kube, run: dict[str, Any], reason: str) -> int:
             status = inp.get("status") or {}
             if inp["metadata"]["name"] in delegated and \
                     (status.get("phase") or InputPhase.PENDING.value) == InputPhase.PENDING.value:
+                cancelled = conditions.condition("Cancelled", True, "ParentEnded", reason)
                 await kube.patch_status("agentinputs", namespace, inp["metadata"]["name"], {"status": {
                     "phase": InputPhase.CANCELLED.value,
-                    "conditions": [{"type": "Cancelled", "status": "True", "reason": "ParentEnded",
-                                    "message": reason}]}})
+                    "conditions": conditions.updated(inp, [cancelled], datetime.datetime.now(datetime.UTC))}})
         active = 0
         for child in runs:
             if ((child.get("status") or {}).get("phase")) in TERMINAL_PHASES:

@@ -119,7 +119,7 @@ def result(child: Child, *, cut_off: bool = False) -> dict[str, Any]:
     if value["phase"] == RunPhase.SUCCEEDED.value:
         value["text"] = (status.get("result") or {}).get("text", "")
     elif value["phase"] == RunPhase.FAILED.value:
-        failed = [c for c in status.get("conditions") or [] if c.get("type") == "Failed"]
+        failed = [c for c in status.get("conditions") or [] if c.get("type") == "Failed" and c.get("status") == "True"]
         value["message"] = failed[-1].get("message", "") if failed else ""
     elif value["phase"] in NOT_RUN:
         conds = _status(child.input).get("conditions") or []

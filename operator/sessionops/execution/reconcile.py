@@ -8,16 +8,19 @@ import datetime
 import logging
 from typing import Any
 
+from sessionops.api import conditions
 from sessionops.api.agent import WorkerSettings
 from sessionops.api.config import OperatorConfig
 from sessionops.api.run import RunPhase, SegmentKind, WaitpointKind
+from sessionops.api.run_conditions import with_phase
 from sessionops.delegation import reconcile as delegation
 from sessionops.delegation import tree
 from sessionops.delegation.names import TREE_LABEL
 from sessionops.execution import jobs, segments
-from sessionops.kube import Kube
+from sessionops.kube import Conflict, Invalid, Kube
 from sessionops.locks import coalesced
 from sessionops.scheduling.names import SESSION_LABEL
+from sessionops.timestamps import iso
 
 logger = logging.getLogger(__name__)
 
@@ -55,15 +58,29 @@ async def _reconcile(kube: Kube, config: OperatorConfig, namespace: str, name: s
     plan = segments.decide(run, job, segments.pending_resumes(inputs, name), now=now,
                            max_retries=config.worker.max_retries,
                            start_timeout_seconds=config.worker.start_timeout_seconds,
-                           delegation_due=await _delegation_due(kube, config, run, now))
+                           delegation_due=await _delegation_due(kube, config, run, now),
+                           pod_trouble=await _pod_trouble(kube, namespace, last, job),
+                           config_error_seconds=config.worker.config_error_seconds)
     if plan.start_segment is not None and plan.start_segment[1] == SegmentKind.RESUME.value:
-        return await _resume_within_bound(kube, config, run, plan)
-    await apply(kube, config, run, plan)
+        return await _resume_within_bound(kube, config, run, plan, inputs)
+    await apply(kube, config, run, plan, inputs)
     return plan
 
 
+async def _pod_trouble(kube: Kube, namespace: str, last: dict[str, Any] | None,
+                       job: dict[str, Any] | None) -> segments.PodTrouble | None:
+    """Only a segment whose pod has not started yet is worth a look at its pods (a read,
+    never a write: the happy path costs no API write for this)."""
+    if last is None or last.get("outcome") is not None or job is None:
+        return None
+    view = segments.JobView.of(job)
+    if view.started or view.finished:
+        return None
+    return segments.PodTrouble.of(await kube.job_pods(namespace, last["job"]))
+
+
 async def _resume_within_bound(kube: Kube, config: OperatorConfig, run: dict[str, Any],
-                               plan: segments.RunPlan) -> segments.RunPlan | None:
+                               plan: segments.RunPlan, inputs: list[dict[str, Any]]) -> segments.RunPlan | None:
     """A waiting turn that resumes runs again: it takes a slot of its tree like a claim does
     (under the same lock), or stays Waiting with the reason in ``status.heldBack``."""
     namespace, name = run["metadata"]["namespace"], run["metadata"]["name"]
@@ -73,7 +90,7 @@ async def _resume_within_bound(kube: Kube, config: OperatorConfig, run: dict[str
                 await kube.patch_status("agentruns", namespace, name, {"status": {"heldBack": held}})
             return None
         plan.status["heldBack"] = None
-        await apply(kube, config, run, plan)
+        await apply(kube, config, run, plan, inputs)
     return plan
 
 
@@ -107,24 +124,53 @@ async def _delegation_due(kube: Kube, config: OperatorConfig, run: dict[str, Any
     return due.due
 
 
-async def apply(kube: Kube, config: OperatorConfig, run: dict[str, Any], plan: segments.RunPlan) -> None:
+async def apply(kube: Kube, config: OperatorConfig, run: dict[str, Any], plan: segments.RunPlan,
+                inputs: list[dict[str, Any]] | None = None) -> None:
     namespace, name = run["metadata"]["namespace"], run["metadata"]["name"]
+    now = datetime.datetime.now(datetime.UTC)
     if plan.delete_job:
         await kube.delete_job(namespace, plan.delete_job)
     if plan.reject_input:
         input_name, reason = plan.reject_input
+        stored = next((i for i in inputs or [] if i["metadata"]["name"] == input_name), {"metadata": {}})
         await kube.patch_status("agentinputs", namespace, input_name, {"status": {
-            "phase": "Rejected", "conditions": [{"type": "Rejected", "status": "True", "reason": "StaleWaitpoint",
-                                                 "message": reason}]}})
+            "phase": "Rejected",
+            "conditions": conditions.updated(stored, [conditions.condition("Rejected", True, "StaleWaitpoint",
+                                                                           reason)], now)}})
     # Status first: the segment is recorded before its Job exists, so a crash in between
     # re-creates the same Job name on the next pass instead of starting a second one.
     if plan.status:
-        await kube.patch_status("agentruns", namespace, name, {"status": plan.status})
+        try:
+            # A compare-and-swap: the conditions list is computed from this read, and the
+            # worker writes the same list; a stale write would undo its verdict's conditions.
+            run = await kube.patch_status("agentruns", namespace, name, {
+                "metadata": {"resourceVersion": run["metadata"]["resourceVersion"]}, "status": plan.status})
+        except Conflict:
+            logger.debug("run %s/%s changed since it was read: the event of that change decides again",
+                         namespace, name)
+            return
     if plan.start_segment is not None:
         n, kind, resume_input = plan.start_segment
         body = jobs.job_body(run, n, kind, config=config, worker=await worker_settings(kube, namespace, run),
                              resume_input=resume_input)
-        await kube.create_job(namespace, body)
+        try:
+            await kube.create_job(namespace, body)
+        except Invalid as e:
+            await _invalid_job(kube, run, f"{body['metadata']['name']}", str(e), now)
+            return
     if plan.consume_input:
         await kube.patch_status("agentinputs", namespace, plan.consume_input,
                                 {"status": {"phase": "Consumed", "run": name}})
+
+
+async def _invalid_job(kube: Kube, run: dict[str, Any], job: str, error: str, now: datetime.datetime) -> None:
+    """The API server refuses the segment's Job (an invalid pod spec, e.g. a bad env name in the
+    Agent's worker settings): fail the run with its words, no retry (the same body fails again).
+    Safe to repeat: absolute values, and a failed run starts no segment."""
+    namespace, name = run["metadata"]["namespace"], run["metadata"]["name"]
+    segs = [dict(s) for s in (run.get("status") or {}).get("segments") or []]
+    if segs:
+        segs[-1].update(outcome=segments.NOT_STARTED, finishedAt=iso(now), reason=f"InvalidPodSpec: {error}")
+    await kube.patch_status("agentruns", namespace, name, {"status": with_phase(
+        run, {"segments": segs, "phase": RunPhase.FAILED.value, "waitpoint": None}, now,
+        reason="InvalidPodSpec", message=f"job {job}: {error}")})

@@ -45,6 +45,15 @@ async def job_event(labels: kopf.Labels, namespace: str, memo: Any, **_: Any) ->
         await reconcile_run(rt.kube, rt.config.current, namespace, labels[RUN_LABEL])
 
 
+@kopf.on.event("", "v1", "pods", labels={RUN_LABEL: kopf.PRESENT})
+async def pod_event(labels: kopf.Labels, namespace: str, type: str | None, memo: Any, **_: Any) -> None:
+    """A worker pod that cannot start shows its reason on the run's Ready condition at once
+    (the recovery scan fails the run once the configured wait has passed)."""
+    rt: Runtime = memo.runtime
+    if type != "DELETED":
+        await reconcile_run(rt.kube, rt.config.current, namespace, labels[RUN_LABEL])
+
+
 @kopf.on.event(GROUP, VERSION, "agentinputs")
 async def resume_received(spec: kopf.Spec, namespace: str, memo: Any, **_: Any) -> None:
     if spec.get("kind") == "Resume" and spec.get("run"):

@@ -7,8 +7,10 @@ replayed event, a restart or a crash between two writes leads to the same Plan.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 from typing import Any
 
+from sessionops.api import conditions
 from sessionops.api.input import Delivery, InputKind, InputPhase
 from sessionops.api.run import TERMINAL_PHASES, RunPhase
 from sessionops.api.session import SessionPhase
@@ -73,11 +75,19 @@ def queue_order(inp: dict[str, Any]) -> tuple[int, int]:
     return (0 if _spec(inp).get("delivery") == Delivery.STEER.value else 1, _seq(inp))
 
 
-def pause_reason(runs: list[dict[str, Any]], inputs: list[dict[str, Any]]) -> str | None:
+@dataclasses.dataclass(frozen=True)
+class Pause:
+    """Why the queue is paused: a CamelCase ``reason`` (the Paused condition's) and a sentence."""
+
+    reason: str
+    message: str
+
+
+def pause(runs: list[dict[str, Any]], inputs: list[dict[str, Any]]) -> Pause | None:
     """Paused after the latest finished turn failed or was cancelled, until a later Continue."""
     active = [r for r in runs if _phase(r) not in TERMINAL_PHASES]
     if any(_phase(r) == RunPhase.CANCELLING.value for r in active):
-        return "a turn is being cancelled"
+        return Pause("TurnCancelling", "a turn is being cancelled")
     finished = sorted((r for r in runs if _phase(r) in TERMINAL_PHASES), key=run_sequence)
     if not finished or _phase(finished[-1]) == RunPhase.SUCCEEDED.value:
         return None
@@ -86,14 +96,17 @@ def pause_reason(runs: list[dict[str, Any]], inputs: list[dict[str, Any]]) -> st
                  and _seq(i) > claimed_at(last) and not _deleting(i)]
     if continues:
         return None
-    verb = "was cancelled" if _phase(last) == RunPhase.CANCELLED.value else "failed"
-    return f'turn "{_name(last)}" {verb}: send a Continue input to resume the queue'
+    cancelled = _phase(last) == RunPhase.CANCELLED.value
+    verb = "was cancelled" if cancelled else "failed"
+    return Pause("TurnCancelled" if cancelled else "TurnFailed",
+                 f'turn "{_name(last)}" {verb}: send a Continue input to resume the queue')
 
 
 def decide(session: dict[str, Any], inputs: list[dict[str, Any]], runs: list[dict[str, Any]],
-           held_back: str | None = None) -> Plan:
+           held_back: str | None = None, now: datetime.datetime | None = None) -> Plan:
     """``held_back``: why the session may not start a turn now (its delegation tree is at its
-    bound); pending inputs then stay pending and the reason shows in the queue status."""
+    bound); pending inputs then stay pending and the reason shows in the queue status.
+    ``now`` stamps a condition that changes (the current time when omitted)."""
     plan = Plan()
     name = _name(session)
     by_name = {_name(r): r for r in runs}
@@ -114,7 +127,8 @@ def decide(session: dict[str, Any], inputs: list[dict[str, Any]], runs: list[dic
             if inp is not None and _phase(inp, InputPhase.PENDING.value) == InputPhase.PENDING.value:
                 plan.consume[input_name] = _name(run)
 
-    reason = pause_reason(runs, inputs)
+    paused = pause(runs, inputs)
+    reason = paused.message if paused else None
     if reason is None:
         # A Continue is consumed once the queue it unpaused moves on.
         for inp in inputs:
@@ -144,7 +158,28 @@ def decide(session: dict[str, Any], inputs: list[dict[str, Any]], runs: list[dic
                 plan.consume[_name(inp)] = new_name
     plan.status = project_status(session, active, plan, reason, pending)
     plan.status["queue"]["heldBack"] = held_back if waiting_for_room else None
+    plan.status["conditions"] = conditions.updated(
+        session, session_conditions(plan.status, paused), now or datetime.datetime.now(datetime.UTC))
     return plan
+
+
+def session_conditions(status: dict[str, Any], paused: Pause | None) -> list[dict[str, Any]]:
+    """Active (a turn is under way), Paused (with the reason) and Ready (a message sent now is
+    accepted and will be answered: not while the queue is paused or the turn waits for a
+    Resume or is being cancelled, when admission refuses messages)."""
+    phase, run = status["phase"], status.get("activeRun")
+    active = conditions.condition("Active", True, phase, f'turn "{run}" is under way') if run else \
+        conditions.condition("Active", False, phase, "no turn is under way")
+    paused_cond = conditions.condition("Paused", True, paused.reason, paused.message) if paused else \
+        conditions.condition("Paused", False, "QueueRunning", "")
+    if phase == SessionPhase.WAITING.value:
+        ready = conditions.condition("Ready", False, "TurnWaiting",
+                                     f'turn "{run}" waits for a Resume input; messages are refused until then')
+    elif paused is not None:
+        ready = conditions.condition("Ready", False, paused.reason, paused.message)
+    else:
+        ready = conditions.condition("Ready", True, "AcceptingInputs", "")
+    return [ready, active, paused_cond]
 
 
 def project_status(session: dict[str, Any], active: list[dict[str, Any]], plan: Plan, reason: str | None,

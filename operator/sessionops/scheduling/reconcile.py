@@ -84,7 +84,7 @@ async def _pass(kube: Kube, session: dict[str, Any], held_back: str | None) -> q
     selector = f"{SESSION_LABEL}={name}"
     inputs, runs = await asyncio.gather(kube.list("agentinputs", namespace, selector),
                                         kube.list("agentruns", namespace, selector))
-    plan = queue.decide(session, inputs, runs, held_back)
+    plan = queue.decide(session, inputs, runs, held_back, now=datetime.datetime.now(datetime.UTC))
     await apply(kube, session, inputs, plan)
     return plan
 

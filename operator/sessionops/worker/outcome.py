@@ -18,6 +18,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 
 from sessionops.agent.limits import step_limit_message
 from sessionops.api.run import RESULT_TEXT_MAX, RunPhase, Usage, Waitpoint
+from sessionops.api.run_conditions import with_phase
 
 MODEL_ERROR = "ModelError"
 """The model call failed after its retries (provider error, unknown model, bad request)."""
@@ -107,31 +108,10 @@ def verdict_of(messages: Sequence[BaseMessage], waitpoint: Waitpoint | None, *, 
     return Verdict(RunPhase.SUCCEEDED.value, text=bound(message_text(last), RESULT_TEXT_MAX))
 
 
-def now_iso(now: datetime.datetime) -> str:
-    return now.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def set_condition(conditions: Sequence[Mapping[str, Any]], new: Mapping[str, Any],
-                  now: datetime.datetime) -> list[dict[str, Any]]:
-    """Conditions with ``new`` replacing the one of its type; ``lastTransitionTime`` is kept
-    unless the status changes (as Kubernetes' condition helpers do)."""
-    result: list[dict[str, Any]] = []
-    replaced = False
-    for cond in conditions:
-        if cond.get("type") != new["type"]:
-            result.append(dict(cond))
-            continue
-        stamp = cond.get("lastTransitionTime") if cond.get("status") == new["status"] else None
-        result.append({**new, "lastTransitionTime": stamp or now_iso(now)})
-        replaced = True
-    if not replaced:
-        result.append({**new, "lastTransitionTime": now_iso(now)})
-    return result
-
-
-def running_patch() -> dict[str, Any]:
-    """The segment runs: a Resume's answered waitpoint is gone from now on."""
-    return {"phase": RunPhase.RUNNING.value, "waitpoint": None}
+def running_patch(run: Mapping[str, Any], now: datetime.datetime) -> dict[str, Any]:
+    """The segment runs (Ready: this very pod runs it): a Resume's answered waitpoint is gone
+    from now on."""
+    return with_phase(run, {"phase": RunPhase.RUNNING.value, "waitpoint": None}, now)
 
 
 def status_patch(verdict: Verdict, *, run: Mapping[str, Any], segment: str, usage: Usage | None,
@@ -146,10 +126,10 @@ def status_patch(verdict: Verdict, *, run: Mapping[str, Any], segment: str, usag
                                output_tokens=max(usage.output_tokens, previous.output_tokens)).dump()
     if verdict.phase == RunPhase.WAITING.value and verdict.waitpoint is not None:
         patch["waitpoint"] = verdict.waitpoint.dump()
-    elif verdict.phase == RunPhase.SUCCEEDED.value:
+        return with_phase(run, patch, now, reason=verdict.waitpoint.kind,
+                          message=f"segment {segment} waits at waitpoint {verdict.waitpoint.id}")
+    if verdict.phase == RunPhase.SUCCEEDED.value:
         patch["result"] = {"text": verdict.text or "", "segment": segment}
-    elif verdict.phase == RunPhase.FAILED.value:
-        condition = {"type": "Failed", "status": "True", "reason": verdict.reason or "Failed",
-                     "message": f"segment {segment}: {verdict.message or ''}".strip()}
-        patch["conditions"] = set_condition((run.get("status") or {}).get("conditions") or [], condition, now)
-    return patch
+        return with_phase(run, patch, now, reason="TurnCompleted", message=f"segment {segment} answered")
+    return with_phase(run, patch, now, reason=verdict.reason or "Failed",
+                      message=f"segment {segment}: {verdict.message or ''}".strip())

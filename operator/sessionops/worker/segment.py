@@ -138,7 +138,7 @@ class Segment:
         allowed, why = access.review(agent_check(agent)) if agent else (False, "the snapshot names no Agent")
         if not allowed:
             return self._report(outcome.failed(outcome.ACCESS_REVOKED, f"access to agent {agent!r} is revoked: {why}"))
-        if self.kube.update_run_status(env.namespace, env.run, lambda _: outcome.running_patch()) is None:
+        if self.kube.update_run_status(env.namespace, env.run, lambda run: outcome.running_patch(run, self.now())) is None:
             self.log("the run was cancelled: nothing to do")
             return EXIT_OK
         if env.model is None:

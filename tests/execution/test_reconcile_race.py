@@ -19,7 +19,7 @@ NOW = datetime.datetime(2026, 12, 3, 12, 0, tzinfo=datetime.UTC)
 
 
 def run(phase: str) -> dict[str, Any]:
-    return {"metadata": {"name": "s-t1", "namespace": "team-a", "uid": "u1"},
+    return {"metadata": {"name": "s-t1", "namespace": "team-a", "uid": "u1", "resourceVersion": "7"},
             "spec": {"sessionRef": {"name": "s"}, "inputs": ["i1"],
                      "contextSnapshot": {"systemPrompt": "p", "model": "m", "approvalMode": "Default"}},
             "status": {"phase": phase, "segments": [{"name": "s-t1-1", "kind": "Start", "job": "s-t1-1",
@@ -48,8 +48,14 @@ class RacingKube:
     async def list(self, plural: str, namespace: str, label_selector: str = "") -> list[dict[str, Any]]:
         return []
 
-    async def patch_status(self, plural: str, namespace: str, name: str, body: dict[str, Any]) -> None:
+    async def patch_status(self, plural: str, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
         self.patches.append(body)
+        stored = copy.deepcopy(self.runs[0])
+        stored["status"].update(body["status"])
+        return stored
+
+    async def job_pods(self, namespace: str, job: str) -> list[dict[str, Any]]:
+        return []
 
     async def create_job(self, namespace: str, body: dict[str, Any]) -> None:
         self.created.append(body)

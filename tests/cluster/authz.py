@@ -63,7 +63,8 @@ async def review(cluster: Any, sar: dict[str, Any], *, user_info: dict[str, Any]
         spec['resourceAttributes'].setdefault('namespace', (result.get('metadata') or {}).get('namespace', ''))
     attrs = attributes(spec, user)
     decision = cluster.authorize(attrs)
-    entry = {'kind': kind, 'user': user.username, 'groups': list(user.groups), 'verb': attrs.verb}
+    entry = {'kind': kind, 'user': user.username, 'groups': list(user.groups),
+             'extra': {k: list(v) for k, v in user.extra.items()}, 'verb': attrs.verb}
     if attrs.resource_request:
         entry.update(group=attrs.api_group, resource=attrs.resource, subresource=attrs.subresource,
                      namespace=attrs.namespace, name=attrs.name)

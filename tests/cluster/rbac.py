@@ -82,17 +82,11 @@ def _matches(values: Iterable[str], wanted: str) -> bool:
 
 def _resource_matches(resources: Iterable[str], resource: str, subresource: str) -> bool:
     combined = f'{resource}/{subresource}' if subresource else resource
-    for r in resources:
-        if r == '*' or r == combined or (subresource and r == f'*/{subresource}'):
-            return True
-    return False
+    return any(r in ('*', combined) or (subresource and r == f'*/{subresource}') for r in resources)
 
 
 def _url_matches(urls: Iterable[str], path: str) -> bool:
-    for url in urls:
-        if url == '*' or url == path or (url.endswith('*') and path.startswith(url[:-1])):
-            return True
-    return False
+    return any(url in ('*', path) or (url.endswith('*') and path.startswith(url[:-1])) for url in urls)
 
 
 def rule_allows(rule: Mapping[str, Any], attrs: Attributes) -> bool:

@@ -464,6 +464,15 @@ class FaithfulCluster(kmock.KubernetesEmulator):
                                resource=api.plural, subresource=api.sub or '', namespace=namespace,
                                name=api.name or '')
 
+    def _admit_service_account(self, ctx: Ctx, pod: dict[str, Any]) -> None:
+        """The ServiceAccount admission plugin: a Pod runs as a ServiceAccount that exists."""
+        account = (pod.get('spec') or {}).get('serviceAccountName') or 'default'
+        if self.store.get(('', 'serviceaccounts'), ctx.namespace, account) is None:
+            name = pod['metadata'].get('name') or pod['metadata'].get('generateName', '')
+            raise ApiError(403, 'Forbidden', f'pods "{name}" is forbidden: error looking up service account '
+                           f'{ctx.namespace}/{account}: serviceaccount "{account}" not found',
+                           {'name': name, 'kind': 'pods'})
+
     def _token_request(self, ctx: Ctx, data: Any) -> dict[str, Any]:
         if not isinstance(data, dict):
             raise errors.bad_request('the body must be a JSON object')
@@ -728,6 +737,8 @@ class FaithfulCluster(kmock.KubernetesEmulator):
                 finalizers.append(CRD_CLEANUP)
         if not rdef.custom:
             builtin.apply_defaults(rdef, obj, None, self.allocator)
+        if rdef.gp == ('', 'pods'):
+            self._admit_service_account(ctx, obj)
         admitted = await self._admit(ctx, 'CREATE', obj, None)
         assert admitted is not None
         obj = self._enforce_identity(admitted, meta)

@@ -1272,7 +1272,8 @@ class FaithfulCluster(kmock.KubernetesEmulator):
                                                  'must be specified')])
         if ctx.rdef.plural == 'selfsubjectaccessreviews':
             request = {'apiVersion': 'authorization.k8s.io/v1', 'kind': 'SubjectAccessReview', 'metadata': {},
-                       'spec': dict(spec, user=ctx.user['username'], groups=list(ctx.user.get('groups') or []))}
+                       'spec': dict(spec, user=ctx.user['username'], groups=list(ctx.user.get('groups') or []),
+                                    uid=ctx.user.get('uid', ''), extra=ctx.user.get('extra') or {})}
             reviewed = await hooks.review(self, request)
             sar['status'] = reviewed.get('status', {})
             return sar

@@ -1281,6 +1281,8 @@ class FaithfulCluster(kmock.KubernetesEmulator):
             raise errors.invalid(ctx.rdef.kind, ctx.rdef.group, '', [errors.invalid_value(
                 'spec.user', None, 'at least one of user or group must be specified')])
         reviewed = await hooks.review(self, sar)
+        if self.access_reviews:  # who asked (the review itself names whom it is about)
+            self.access_reviews[-1]['requester'] = ctx.user['username']
         sar['status'] = reviewed.get('status', {})
         sar.setdefault('metadata', {})
         return sar

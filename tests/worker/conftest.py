@@ -14,9 +14,9 @@ from sessionops.kube import load_api_client
 from sessionops.replay import ReplayServer, running_replay_server
 from sessionops.worker.k8s import WorkerKube
 from tests.agent.pg import pg_dsn, pg_template  # noqa: F401  (fixtures)
+from tests.identities import api_path, chart_rbac, role_binding
 from tests.podrunner import PodRunner
 from tests.podrunner.threaded import threaded_cluster
-from tests.identities import api_path, chart_rbac, role_binding
 from tests.worker.harness import ALICE, ALICE_EDIT, NS, OPERATOR_NS, Stack
 
 ROOT = Path(__file__).resolve().parents[2]

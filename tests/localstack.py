@@ -2,8 +2,9 @@
 
 ``up`` starts, in the background: the test cluster (``python -m tests.cluster serve``), the
 replay model, the pod runner and the operator, installs the chart with the real ``helm``,
-and returns when everything is ready. It writes ``.dev/kubeconfig``, ``.dev/env`` (the replay
-URL, the database) and ``.dev/pids``; ``down`` stops exactly those processes and drops the
+and returns when everything is ready. It writes ``.dev/kubeconfig`` (the user ``alice``,
+bound to ``edit`` in the namespace: what a person using agents has), ``.dev/admin.kubeconfig``
+(``kubernetes-admin``, for set-up), ``.dev/env`` (the replay URL, the database) and ``.dev/pids``; ``down`` stops exactly those processes and drops the
 database ``up`` created. Without ``DATABASE_URL`` it starts an embedded PostgreSQL server
 (``tests.pgserver``, state in ``.dev/postgres``) that ``down`` stops. ``demo`` applies ``examples/`` and shows a conversation with an
 approval wait and a cancellation.
@@ -17,6 +18,7 @@ import contextlib
 import json
 import os
 import re
+import secrets
 import signal
 import subprocess
 import sys
@@ -29,12 +31,15 @@ from tests import pgserver
 from tests.stack import (
     OPERATOR_NS,
     ROOT,
+    USER,
+    USER_GROUPS,
     WEBHOOK_SERVICE,
     Stack,
     create_database,
     drop_database,
     free_port,
     install,
+    kubeconfig_with_token,
 )
 
 DEV = Path(os.environ.get("SESSIONOPS_DEV_DIR", ROOT / ".dev")).resolve()
@@ -105,12 +110,18 @@ def up() -> None:
     db_name, dsn = create_database(admin)
     (DEV / "database").write_text(json.dumps({"name": db_name, "admin": admin}))
     webhook_port, metrics_port = free_port(), free_port()
-    kubeconfig = DEV / "kubeconfig"
+    admin_kubeconfig = DEV / "admin.kubeconfig"
+    user_token = secrets.token_urlsafe(24)
+    tokens = DEV / "tokens.csv"
+    tokens.write_text(f'{user_token},{USER},{USER},"{",".join(USER_GROUPS)}"\n')
+    tokens.chmod(0o600)
 
-    cluster = _spawn("cluster", "-m", "tests.cluster", "serve", "--kubeconfig", str(kubeconfig),
+    cluster = _spawn("cluster", "-m", "tests.cluster", "serve", "--kubeconfig", str(admin_kubeconfig),
+                     "--token-auth-file", str(tokens),
                      "--service", f"{OPERATOR_NS}/{WEBHOOK_SERVICE}=127.0.0.1:{webhook_port}")
     _record("cluster", cluster)
-    _wait_line("cluster", r"serving (http://\S+)", cluster)
+    _wait_line("cluster", r"serving (https://\S+)", cluster)
+    kubeconfig = kubeconfig_with_token(admin_kubeconfig, DEV / "kubeconfig", user_token, NAMESPACE)
     replay = _spawn("replay", "-m", "sessionops.replay", "--host", "127.0.0.1", "--port", "0",
                     "--dirs", str(ROOT / "examples" / "replay"))
     _record("replay", replay)
@@ -118,10 +129,10 @@ def up() -> None:
     scenarios = sorted(p.stem for p in (ROOT / "examples" / "replay").glob("*.yaml"))
 
     stack = Stack(root=DEV, kubeconfig=kubeconfig, database_url=dsn, replay_url=replay_url, namespace=NAMESPACE,
-                  webhook_port=webhook_port, metrics_port=metrics_port)
+                  webhook_port=webhook_port, metrics_port=metrics_port, admin_kubeconfig=admin_kubeconfig)
     asyncio.run(install(stack, scenarios, [NAMESPACE]))
 
-    runner = _spawn("podrunner", "-m", "tests.podrunner", "--kubeconfig", str(kubeconfig),
+    runner = _spawn("podrunner", "-m", "tests.podrunner", "--kubeconfig", str(admin_kubeconfig),
                     "--workdirs", str(DEV / "workdirs"), "--log-dir", str(DEV / "pods"))
     _record("podrunner", runner)
     operator = _spawn("operator", "-m", "sessionops.manager", env=stack.operator_env)
@@ -135,8 +146,9 @@ def up() -> None:
     if operator.poll() is not None:
         raise SystemExit(f"the operator exited; see .dev/operator.log:\n{stack.operator_log()}")
     (DEV / "env").write_text(f"KUBECONFIG={kubeconfig}\nSESSIONOPS_REPLAY_URL={replay_url}\n"
-                             f"DATABASE_URL={dsn}\n")
-    print(f"local stack ready: kubectl --kubeconfig {kubeconfig} get asess,ainput,arun")
+                             f"DATABASE_URL={dsn}\nADMIN_KUBECONFIG={admin_kubeconfig}\n")
+    print(f"local stack ready: kubectl --kubeconfig {kubeconfig} get asess,ainput,arun  (as {USER}, edit in "
+          f"{NAMESPACE}; {admin_kubeconfig} is the administrator's)")
     print(f"replay model at {replay_url}; logs in .dev/*.log; stop with `make dev-down`")
 
 
@@ -177,7 +189,8 @@ def down(quiet: bool = False) -> None:
 async def demo() -> None:
     env = dict(line.split("=", 1) for line in (DEV / "env").read_text().splitlines() if "=" in line)
     stack = Stack(root=DEV, kubeconfig=Path(env["KUBECONFIG"]), database_url=env["DATABASE_URL"],
-                  replay_url=env["SESSIONOPS_REPLAY_URL"], namespace=NAMESPACE, webhook_port=0, metrics_port=0)
+                  replay_url=env["SESSIONOPS_REPLAY_URL"], namespace=NAMESPACE, webhook_port=0, metrics_port=0,
+                  admin_kubeconfig=Path(env["ADMIN_KUBECONFIG"]))
 
     async def show(*args: str) -> None:
         print(f"\n$ kubectl {' '.join(args)}")

@@ -19,8 +19,10 @@ Impersonation (``Impersonate-User``, ``Impersonate-Group``, ``Impersonate-Uid``,
 
 from __future__ import annotations
 
+import csv
 import dataclasses
 import datetime
+import os
 import secrets
 import urllib.parse
 from collections.abc import Callable, Mapping
@@ -85,6 +87,17 @@ class Tokens:
         all_groups = tuple(groups) + (() if 'system:authenticated' in groups else ('system:authenticated',))
         self.static[token] = UserInfo(username, all_groups, uid)
         return token
+
+    def load_token_file(self, path: str | os.PathLike[str]) -> None:
+        """kube-apiserver's ``--token-auth-file``: CSV lines ``token,user,uid[,"group1,group2"]``."""
+        with open(path, newline='') as f:
+            for line, row in enumerate(csv.reader(f), 1):
+                if not row or row[0].startswith('#'):
+                    continue
+                if len(row) < 3:
+                    raise ValueError(f'{path}:{line}: expected token,user,uid[,"groups"], got {len(row)} fields')
+                groups = [g.strip() for g in row[3].split(',') if g.strip()] if len(row) > 3 else []
+                self.add_user(row[1], groups, token=row[0], uid=row[2])
 
     def authenticate(self, authorization: str, lookup: Lookup) -> UserInfo:
         if not authorization:

@@ -188,15 +188,16 @@ def impersonate(user: UserInfo, headers: Mapping[str, str], headers_all: Callabl
             status = forbidden_status(attrs)
             raise ApiError(403, 'Forbidden', status['message'], status['details'])
 
-    if username.startswith(SA_PREFIX) and username.count(':') == 3:
+    service_account = username.startswith(SA_PREFIX) and username.count(':') == 3
+    if service_account:
         _, _, sa_ns, sa_name = username.split(':')
         check('serviceaccounts', sa_name, namespace=sa_ns)
-        if not groups:
-            groups = ['system:serviceaccounts', f'system:serviceaccounts:{sa_ns}']
     else:
         check('users', username)
     for group in groups:
         check('groups', group)
+    if service_account and not groups:  # its groups are known: added without a check, as the real filter does
+        groups = ['system:serviceaccounts', f'system:serviceaccounts:{sa_ns}']
     if uid:
         check('uids', uid, group='authentication.k8s.io')
     for key, values in extra.items():

@@ -1,4 +1,4 @@
-"""API-server semantics of the test cluster, checked over plain HTTP (and kubectl where natural)."""
+"""API-server semantics of the test cluster, checked over HTTPS with a plain JSON client (and kubectl where natural)."""
 
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ What is NOT emulated (or simplified):
   tokens (the admin's, people's from ``cluster.add_user``, ServiceAccount tokens from TokenRequests, optionally
   bound to a Pod), impersonation with the ``impersonate`` verb, and RBAC (``rbac.py``) for every request and
   every SubjectAccessReview; ``system:masters`` may do everything. No client certificates, no webhook/ABAC/Node
-  authorizers, no escalation checks on RBAC writes.
+  authorizers.
 * No controllers except the garbage collector, the namespace lifecycle (deletion, default ServiceAccount,
   kube-root-ca.crt) and the CRD lifecycle (Established/NamesAccepted, cleanup on deletion): no scheduler, no
   kubelet (pods stay Pending; ``pods/log`` is empty), no Deployment/ReplicaSet/Job/CronJob controllers, no

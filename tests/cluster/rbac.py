@@ -197,6 +197,50 @@ def forbidden_status(attrs: Attributes, reason: str = '') -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------------------------------------------
+# Escalation prevention (``ConfirmNoEscalation`` in rule.go): nobody grants what they do not hold.
+
+def _atoms(rule: Mapping[str, Any]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """A rule broken into single-verb, single-resource, single-name rules: (description, attribute fields)."""
+    atoms = []
+    for verb in rule.get('verbs') or ():
+        for url in rule.get('nonResourceURLs') or ():
+            atoms.append(({'NonResourceURLs': [url], 'Verbs': [verb]},
+                          {'verb': verb, 'resource_request': False, 'path': url}))
+        for group in rule.get('apiGroups') or ():
+            for combined in rule.get('resources') or ():
+                resource, _, sub = combined.partition('/')
+                for name in rule.get('resourceNames') or ('',):
+                    described: dict[str, Any] = {'APIGroups': [group], 'Resources': [combined]}
+                    if name:
+                        described['ResourceNames'] = [name]
+                    described['Verbs'] = [verb]
+                    atoms.append((described, {'verb': verb, 'api_group': group, 'resource': resource,
+                                              'subresource': sub, 'name': name}))
+    return atoms
+
+
+def _describe_atom(described: Mapping[str, list[str]]) -> str:
+    return '{' + ', '.join(f'{k}:[{" ".join(chr(34) + v + chr(34) for v in vs)}]' for k, vs in described.items()) + '}'
+
+
+def not_held(objects: Objects, user: UserInfo, rules: Iterable[Mapping[str, Any]], namespace: str) -> list[str]:
+    """The parts of ``rules`` (granted in ``namespace``, or cluster-wide when empty) that ``user`` does not hold."""
+    missing: list[str] = []
+    for rule in rules:
+        for described, fields in _atoms(rule):
+            attrs = Attributes(user=user, namespace=namespace, **fields)
+            if not authorize(objects, attrs).allowed and _describe_atom(described) not in missing:
+                missing.append(_describe_atom(described))
+    return missing
+
+
+def escalation_message(user: UserInfo, missing: list[str]) -> str:
+    groups = ' '.join(f'"{g}"' for g in user.groups)
+    return (f'user "{user.username}" (groups=[{groups}]) is attempting to grant RBAC permissions not currently '
+            'held:\n' + '\n'.join(missing))
+
+
+# ---------------------------------------------------------------------------------------------------------------
 # The ClusterRole aggregation controller.
 
 def aggregated_rules(role: Mapping[str, Any], cluster_roles: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:

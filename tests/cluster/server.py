@@ -234,11 +234,7 @@ class FaithfulCluster(kmock.KubernetesEmulator):
         authorizer), then RBAC from the stored objects."""
         if rbac.MASTERS in attrs.user.groups:
             return rbac.Decision(True, '')
-        objects = rbac.Objects(roles=self.store.list((rbac.RBAC_GROUP, 'roles')),
-                               cluster_roles=self.store.list(CLUSTER_ROLES_GP),
-                               role_bindings=self.store.list((rbac.RBAC_GROUP, 'rolebindings')),
-                               cluster_role_bindings=self.store.list((rbac.RBAC_GROUP, 'clusterrolebindings')))
-        return rbac.authorize(objects, attrs)
+        return rbac.authorize(self._rbac_objects(), attrs)
 
     def write_kubeconfig(self, path: str | Path, *, token: str | None = None, namespace: str = 'default',
                          remember: bool = True) -> Path:
@@ -463,6 +459,40 @@ class FaithfulCluster(kmock.KubernetesEmulator):
         return rbac.Attributes(user=user, verb=verb, api_group=api.group, api_version=api.version,
                                resource=api.plural, subresource=api.sub or '', namespace=namespace,
                                name=api.name or '')
+
+    def _rbac_objects(self) -> rbac.Objects:
+        return rbac.Objects(roles=self.store.list((rbac.RBAC_GROUP, 'roles')),
+                            cluster_roles=self.store.list(CLUSTER_ROLES_GP),
+                            role_bindings=self.store.list((rbac.RBAC_GROUP, 'rolebindings')),
+                            cluster_role_bindings=self.store.list((rbac.RBAC_GROUP, 'clusterrolebindings')))
+
+    def _prevent_escalation(self, ctx: Ctx, obj: dict[str, Any]) -> None:
+        """The RBAC storage's check: a Role's rules, or a binding's role, must already be held by the requester,
+        unless it may ``escalate`` that role (``bind`` for a binding). ``system:masters`` holds everything."""
+        user = rbac.UserInfo.of(ctx.user)
+        if rbac.MASTERS in user.groups or not isinstance(obj, dict):
+            return
+        namespace = ctx.namespace or ''
+        name = (obj.get('metadata') or {}).get('name') or ctx.name or ''
+        if ctx.rdef.plural in ('roles', 'clusterroles'):
+            may = rbac.Attributes(user=user, verb='escalate', api_group=rbac.RBAC_GROUP, resource=ctx.rdef.plural,
+                                  namespace=namespace, name=name)
+            rules = obj.get('rules') or []
+        else:
+            ref = obj.get('roleRef') or {}
+            plural = 'clusterroles' if ref.get('kind') == 'ClusterRole' else 'roles'
+            may = rbac.Attributes(user=user, verb='bind', api_group=rbac.RBAC_GROUP, resource=plural,
+                                  namespace=namespace, name=ref.get('name') or '')
+            role = self.store.get((rbac.RBAC_GROUP, plural), namespace if plural == 'roles' else None,
+                                  ref.get('name') or '')
+            rules = (role or {}).get('rules') or []
+        if self.authorize(may).allowed:
+            return
+        missing = rbac.not_held(self._rbac_objects(), user, rules, namespace)
+        if missing:
+            raise ApiError(403, 'Forbidden', f'{ctx.rdef.plural}.{rbac.RBAC_GROUP} "{name}" is forbidden: '
+                           f'{rbac.escalation_message(user, missing)}',
+                           {'name': name, 'group': rbac.RBAC_GROUP, 'kind': ctx.rdef.plural})
 
     def _admit_service_account(self, ctx: Ctx, pod: dict[str, Any]) -> None:
         """The ServiceAccount admission plugin: a Pod runs as a ServiceAccount that exists."""
@@ -739,6 +769,8 @@ class FaithfulCluster(kmock.KubernetesEmulator):
             builtin.apply_defaults(rdef, obj, None, self.allocator)
         if rdef.gp == ('', 'pods'):
             self._admit_service_account(ctx, obj)
+        if rdef.gp in RBAC_KINDS:
+            self._prevent_escalation(ctx, obj)
         admitted = await self._admit(ctx, 'CREATE', obj, None)
         assert admitted is not None
         obj = self._enforce_identity(admitted, meta)
@@ -893,6 +925,8 @@ class FaithfulCluster(kmock.KubernetesEmulator):
         name = ctx.name or ''
         if not after_admission:
             self._check_type(ctx, new)
+            if rdef.gp in RBAC_KINDS:
+                self._prevent_escalation(ctx, new)
         new['apiVersion'] = old['apiVersion']   # the storage version
         new['kind'] = rdef.kind
         meta = new.get('metadata')

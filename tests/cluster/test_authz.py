@@ -167,3 +167,30 @@ async def test_cluster_roles_are_aggregated_into_the_roles_that_select_them(api,
     assert widgets not in view['rules']
     assert rbac.MASTERS in (await api.get(
         '/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/cluster-admin')).body['subjects'][0]['name']
+
+
+async def test_nobody_grants_permissions_they_do_not_hold(cluster, kubectl, tmp_path):
+    await kubectl('create', 'namespace', 'team-a')
+    await kubectl('create', 'rolebinding', 'alice-admin', '--clusterrole=admin', '--user=alice', '-n', 'team-a')
+    alice = cluster.add_user('alice', ['devs'])
+    held = await as_token(cluster, tmp_path, alice, 'create', 'role', 'cm-reader', '--verb=get',
+                          '--resource=configmaps', '-n', 'team-a')
+    assert held.returncode == 0, held.stderr
+    refused = await as_token(cluster, tmp_path, alice, 'create', 'role', 'secrets-all', '--verb=*',
+                             '--resource=secrets', '-n', 'team-a')
+    assert refused.returncode == 1
+    assert ('roles.rbac.authorization.k8s.io "secrets-all" is forbidden: user "alice" (groups=["devs" '
+            '"system:authenticated"]) is attempting to grant RBAC permissions not currently held:\n'
+            '{APIGroups:[""], Resources:["secrets"], Verbs:["*"]}') in refused.stderr
+    # Binding a role is granting its rules: edit is within admin, cluster-admin is not.
+    assert (await as_token(cluster, tmp_path, alice, 'create', 'rolebinding', 'bob-edit', '--clusterrole=edit',
+                           '--user=bob', '-n', 'team-a')).returncode == 0
+    refused = await as_token(cluster, tmp_path, alice, 'create', 'rolebinding', 'bob-root',
+                             '--clusterrole=cluster-admin', '--user=bob', '-n', 'team-a')
+    assert 'is attempting to grant RBAC permissions not currently held' in refused.stderr
+    # ... unless she may `bind` that role.
+    await kubectl('create', 'clusterrole', 'bind-root', '--verb=bind', '--resource=clusterroles',
+                  '--resource-name=cluster-admin')
+    await kubectl('create', 'rolebinding', 'alice-bind-root', '--clusterrole=bind-root', '--user=alice', '-n', 'team-a')
+    assert (await as_token(cluster, tmp_path, alice, 'create', 'rolebinding', 'bob-root',
+                           '--clusterrole=cluster-admin', '--user=bob', '-n', 'team-a')).returncode == 0

@@ -161,3 +161,15 @@ def test_the_bootstrap_roles_nest_view_in_edit_in_admin() -> None:
 def test_user_info_round_trips_through_the_review_shape() -> None:
     info = dataclasses.replace(WORKER, extra={'authentication.kubernetes.io/pod-name': ('p',)})
     assert UserInfo.of(info.as_dict()) == info
+
+
+def test_granting_is_checked_rule_by_rule_against_what_the_requester_holds() -> None:
+    wanted = [{'apiGroups': ['sessionops.dev'], 'resources': ['agentinputs'], 'verbs': ['create', 'delete']},
+              {'apiGroups': [''], 'resources': ['secrets'], 'resourceNames': ['db'], 'verbs': ['get']}]
+    assert rbac.not_held(OBJECTS, ALICE, wanted, 'team-a') == [
+        '{APIGroups:["sessionops.dev"], Resources:["agentinputs"], Verbs:["delete"]}',
+        '{APIGroups:[""], Resources:["secrets"], ResourceNames:["db"], Verbs:["get"]}']
+    assert rbac.not_held(OBJECTS, WORKER, wanted[1:], 'team-a') == []
+    # A grant of every name needs a rule without names.
+    assert rbac.not_held(OBJECTS, WORKER, [{'apiGroups': [''], 'resources': ['secrets'], 'verbs': ['get']}],
+                         'team-a') == ['{APIGroups:[""], Resources:["secrets"], Verbs:["get"]}']

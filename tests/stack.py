@@ -271,7 +271,11 @@ async def install(stack: Stack, scenarios: list[str], namespaces: list[str]) -> 
         "SESSIONOPS_NAMESPACE": OPERATOR_NS, "SESSIONOPS_CONFIGMAP": CONFIGMAP, "SESSIONOPS_CONFIG_POLL": "0.5",
         "SESSIONOPS_WEBHOOK_ADDR": "127.0.0.1", "SESSIONOPS_WEBHOOK_PORT": str(stack.webhook_port),
         "SESSIONOPS_CERT_FILE": str(certs / "tls.crt"), "SESSIONOPS_KEY_FILE": str(certs / "tls.key"),
-        "SESSIONOPS_PEERING": "", "SESSIONOPS_METRICS_PORT": str(stack.metrics_port), "SESSIONOPS_SCAN_SECONDS": "1",
+        "SESSIONOPS_PEERING": RELEASE,
+        # kopf peering as in the chart (its ClusterKopfPeering RBAC is exercised); the identity is the
+        # "pod" name, so a restarted operator is the same peer rather than one paused by its own ghost.
+        "POD_ID": f"{RELEASE}-operator-0",
+        "SESSIONOPS_METRICS_PORT": str(stack.metrics_port), "SESSIONOPS_SCAN_SECONDS": "1",
     }
 
 

@@ -34,6 +34,9 @@ async def test_a_turn_runs_with_the_operators_and_the_workers_own_identities(loc
     await stack.wait_for("arun", f"{name}-t1", phase("Succeeded"), timeout=90)
     inputs = await stack.get("ainput", f"{name}-1")
     assert inputs["spec"]["submittedBy"]["username"] == "alice"
+    # The operator keeps its kopf peering record alive (the chart's ClusterKopfPeering rules).
+    peering = await stack.get("clusterkopfpeering", RELEASE, admin=True)
+    assert f"{RELEASE}-operator-0" in peering.get("status", {})
     # The worker re-checked alice's access, asking as itself.
     asked = [r for r in cluster.access_reviews if r["user"] == "alice" and r.get("name") == name]
     assert asked and {r["requester"] for r in asked} == {WORKER}

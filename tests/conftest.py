@@ -107,6 +107,6 @@ def kubectl(cluster: FaithfulCluster, tmp_path: Path) -> Callable[..., Awaitable
 
 @pytest.fixture()
 async def api(cluster: FaithfulCluster) -> AsyncIterator[ApiClient]:
-    """A plain HTTP JSON client (aiohttp) for ``cluster``."""
-    async with ApiClient(cluster.api_url) as client:
+    """A plain JSON client (aiohttp) for ``cluster``, as the administrator."""
+    async with ApiClient(cluster.api_url, headers=cluster.admin_headers, ssl=cluster.client_ssl()) as client:
         yield client

@@ -5,7 +5,8 @@ replay model (``examples/replay`` plus SESSIONOPS_REPLAY_DIRS; every scenario it
 the catalog as ``replay/<name>``), the pod runner and the operator, installs the chart with
 the real ``helm``, and returns when everything is ready. The default model is
 ``replay/assistant`` (it answers every message), or SESSIONOPS_DEMO_MODEL. It writes
-``.dev/kubeconfig``, ``.dev/env`` (the replay URL, the database, the demo model) and
+``.dev/kubeconfig`` (the user ``alice``, bound to ``edit`` in the namespace: what a person using
+agents has), ``.dev/admin.kubeconfig`` (``kubernetes-admin``, for set-up), ``.dev/env`` (the replay URL, the database, the demo model) and
 ``.dev/pids``; ``down`` stops exactly those processes and drops the database ``up`` created.
 Without ``DATABASE_URL`` it starts an embedded PostgreSQL server (``tests.pgserver``, state in
 ``.dev/postgres``) that ``down`` stops. ``demo`` applies ``examples/`` and converses through
@@ -21,6 +22,7 @@ import dataclasses
 import json
 import os
 import re
+import secrets
 import shlex
 import signal
 import subprocess
@@ -38,12 +40,15 @@ from tests.stack import (
     OPERATOR_NS,
     ROOT,
     TOOLS,
+    USER,
+    USER_GROUPS,
     WEBHOOK_SERVICE,
     Stack,
     create_database,
     drop_database,
     free_port,
     install,
+    kubeconfig_with_token,
 )
 
 DEV = Path(os.environ.get("SESSIONOPS_DEV_DIR", ROOT / ".dev")).resolve()
@@ -156,12 +161,18 @@ def up(model: DemoModel) -> None:
     db_name, dsn = create_database(admin)
     (DEV / "database").write_text(json.dumps({"name": db_name, "admin": admin}))
     webhook_port, metrics_port = free_port(), free_port()
-    kubeconfig = DEV / "kubeconfig"
+    admin_kubeconfig = DEV / "admin.kubeconfig"
+    user_token = secrets.token_urlsafe(24)
+    tokens = DEV / "tokens.csv"
+    tokens.write_text(f'{user_token},{USER},{USER},"{",".join(USER_GROUPS)}"\n')
+    tokens.chmod(0o600)
 
-    cluster = _spawn("cluster", "-m", "tests.cluster", "serve", "--kubeconfig", str(kubeconfig),
+    cluster = _spawn("cluster", "-m", "tests.cluster", "serve", "--kubeconfig", str(admin_kubeconfig),
+                     "--token-auth-file", str(tokens),
                      "--service", f"{OPERATOR_NS}/{WEBHOOK_SERVICE}=127.0.0.1:{webhook_port}")
     _record("cluster", cluster)
-    _wait_line("cluster", r"serving (http://\S+)", cluster)
+    _wait_line("cluster", r"serving (https://\S+)", cluster)
+    kubeconfig = kubeconfig_with_token(admin_kubeconfig, DEV / "kubeconfig", user_token, NAMESPACE)
     replay = _spawn("replay", "-m", "sessionops.replay", "--host", "127.0.0.1", "--port", "0",
                     "--dirs", str(ROOT / "examples" / "replay"))
     _record("replay", replay)
@@ -171,15 +182,15 @@ def up(model: DemoModel) -> None:
         raise SystemExit(f"{DEMO_MODEL_ENV}={model.name}: no such replay scenario; loaded: {', '.join(scenarios)}")
 
     stack = Stack(root=DEV, kubeconfig=kubeconfig, database_url=dsn, replay_url=replay_url, namespace=NAMESPACE,
-                  webhook_port=webhook_port, metrics_port=metrics_port)
+                  webhook_port=webhook_port, metrics_port=metrics_port, admin_kubeconfig=admin_kubeconfig)
     asyncio.run(install(stack, scenarios, [NAMESPACE], default_model=model.name,
                         models=[model.entry] if model.entry else []))
     if model.api_key:
         # Through stdin: the key never appears in a process listing. Re-applying is harmless.
         asyncio.run(stack.apply({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": DEMO_KEY_SECRET},
-                                 "stringData": {"api-key": model.api_key}}, NAMESPACE))
+                                 "stringData": {"api-key": model.api_key}}, NAMESPACE, admin=True))
 
-    runner = _spawn("podrunner", "-m", "tests.podrunner", "--kubeconfig", str(kubeconfig),
+    runner = _spawn("podrunner", "-m", "tests.podrunner", "--kubeconfig", str(admin_kubeconfig),
                     "--workdirs", str(DEV / "workdirs"), "--log-dir", str(DEV / "pods"))
     _record("podrunner", runner)
     operator = _spawn("operator", "-m", "sessionops.manager", env=stack.operator_env)
@@ -193,8 +204,9 @@ def up(model: DemoModel) -> None:
     if operator.poll() is not None:
         raise SystemExit(f"the operator exited; see .dev/operator.log:\n{stack.operator_log()}")
     (DEV / "env").write_text(f"KUBECONFIG={kubeconfig}\nSESSIONOPS_REPLAY_URL={replay_url}\n"
-                             f"DATABASE_URL={dsn}\n{DEMO_MODEL_ENV}={model.name}\n")
-    print(f"local stack ready: kubectl --kubeconfig {kubeconfig} get asess,ainput,arun")
+                             f"DATABASE_URL={dsn}\nADMIN_KUBECONFIG={admin_kubeconfig}\n{DEMO_MODEL_ENV}={model.name}\n")
+    print(f"local stack ready: kubectl --kubeconfig {kubeconfig} get asess,ainput,arun  (as {USER}, edit in "
+          f"{NAMESPACE}; {admin_kubeconfig} is the administrator's)")
     print(f"replay model at {replay_url}, in the catalog: {', '.join('replay/' + s for s in scenarios)}")
     print(f"default model (the demo session's): {model.name}; logs in {DEV}/*.log; stop with `make dev-down`")
 
@@ -279,7 +291,8 @@ def demo() -> None:
                          "run `make dev-down`, then `make demo` again")
     kubeconfig = Path(env["KUBECONFIG"])
     stack = Stack(root=DEV, kubeconfig=kubeconfig, database_url=env["DATABASE_URL"],
-                  replay_url=env["SESSIONOPS_REPLAY_URL"], namespace=NAMESPACE, webhook_port=0, metrics_port=0)
+                  replay_url=env["SESSIONOPS_REPLAY_URL"], namespace=NAMESPACE, webhook_port=0, metrics_port=0,
+                  admin_kubeconfig=Path(env["ADMIN_KUBECONFIG"]))
     shell_env = {**os.environ, "KUBECONFIG": str(kubeconfig),
                  "PATH": f"{TOOLS}:{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"}
 

@@ -2,6 +2,13 @@
 real ``helm``, the operator process (``python -m sessionops.manager``), the replay model,
 the pod runner and a PostgreSQL database of its own.
 
+Everybody has their own identity, as on a real cluster: the set-up (namespaces, Secrets, the
+helm install) and the pod runner (the kubelet and Job controller) use the admin kubeconfig
+(``stack.admin_kubeconfig``); the operator runs as the chart's ServiceAccount with a token
+from a TokenRequest; workers run as the chart's worker ServiceAccount with pod-bound tokens
+(the pod runner); people are named users: ``stack.kubeconfig`` is ``alice``'s (group
+``team-a-devs``), bound to the aggregated ``edit`` ClusterRole in the stack's namespaces.
+
 Used by the integration tests (``stack`` fixture) and by ``make dev`` (``tests.localstack``).
 The chart's own webhook configurations are exercised: the test cluster maps the chart's
 webhook Service to the operator's local webhook port.
@@ -34,6 +41,10 @@ OPERATOR_NS = "sessionops-system"
 WEBHOOK_SERVICE = f"{RELEASE}-webhook"
 CONFIGMAP = f"{RELEASE}-config"
 EXAMPLES_REPLAY = ROOT / "examples" / "replay"
+USER = "alice"
+USER_GROUPS = ("team-a-devs",)
+USER_BINDING = f"{USER}-edit"
+OPERATOR_TOKEN_DURATION = "720h"
 
 
 def admin_dsn() -> str:
@@ -121,28 +132,37 @@ class Stack:
     namespace: str
     webhook_port: int
     metrics_port: int
+    admin_kubeconfig: Path | None = None
+    """The cluster administrator's kubeconfig (set-up only); None: ``kubeconfig`` is the admin's too."""
     operator: asyncio.subprocess.Process | None = None
     operator_env: dict[str, str] = dataclasses.field(default_factory=dict)
     pod_runner: Any = None
 
-    async def kubectl(self, *args: str, input: str | None = None, check: bool = True) -> Completed:
-        """The real kubectl; in the stack's namespace unless the arguments name one."""
+    async def kubectl(self, *args: str, input: str | None = None, check: bool = True,
+                      admin: bool = False) -> Completed:
+        """The real kubectl as the stack's user (``admin=True``: as the administrator, for set-up);
+        in the stack's namespace unless the arguments name one."""
         ns = [] if "-n" in args or "--namespace" in args or "-A" in args else ["-n", self.namespace]
-        return await run_cli(TOOLS / "kubectl", "--kubeconfig", str(self.kubeconfig), "--cache-dir",
-                             str(self.root / "kube-cache"), *ns, *args, input=input, check=check)
+        config = self.admin_kubeconfig if admin and self.admin_kubeconfig else self.kubeconfig
+        cache = "kube-cache-admin" if admin else "kube-cache"
+        return await run_cli(TOOLS / "kubectl", "--kubeconfig", str(config), "--cache-dir",
+                             str(self.root / cache), *ns, *args, input=input, check=check)
 
     async def helm(self, *args: str, check: bool = True) -> Completed:
+        """Helm as the administrator: installing CRDs, webhooks and cluster roles is set-up."""
         env = {"HELM_CACHE_HOME": str(self.root / "helm" / "cache"),
                "HELM_CONFIG_HOME": str(self.root / "helm" / "config"),
                "HELM_DATA_HOME": str(self.root / "helm" / "data")}
-        return await run_cli(TOOLS / "helm", "--kubeconfig", str(self.kubeconfig), *args, check=check, env=env)
+        config = self.admin_kubeconfig or self.kubeconfig
+        return await run_cli(TOOLS / "helm", "--kubeconfig", str(config), *args, check=check, env=env)
 
-    async def apply(self, manifest: dict[str, Any] | str, namespace: str | None = None) -> Completed:
+    async def apply(self, manifest: dict[str, Any] | str, namespace: str | None = None,
+                    admin: bool = False) -> Completed:
         text = manifest if isinstance(manifest, str) else yaml.safe_dump(manifest)
-        return await self.kubectl("apply", "-n", namespace or self.namespace, "-f", "-", input=text)
+        return await self.kubectl("apply", "-n", namespace or self.namespace, "-f", "-", input=text, admin=admin)
 
-    async def get(self, kind: str, name: str, namespace: str | None = None) -> dict[str, Any]:
-        out = await self.kubectl("get", kind, name, "-n", namespace or self.namespace, "-o", "json")
+    async def get(self, kind: str, name: str, namespace: str | None = None, admin: bool = False) -> dict[str, Any]:
+        out = await self.kubectl("get", kind, name, "-n", namespace or self.namespace, "-o", "json", admin=admin)
         return json.loads(out.stdout)
 
     async def wait_for(self, kind: str, name: str, predicate: Any, timeout: float = 30,
@@ -214,28 +234,54 @@ class Stack:
             return await r.json()
 
 
+def kubeconfig_with_token(admin_kubeconfig: Path, path: Path, token: str, namespace: str) -> Path:
+    """A kubeconfig for the same cluster (server, CA) that authenticates with ``token``."""
+    config = yaml.safe_load(admin_kubeconfig.read_text())
+    config["users"] = [{"name": "user", "user": {"token": token}}]
+    for context in config["contexts"]:
+        context["context"].update(user="user", namespace=namespace)
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    path.chmod(0o600)
+    return path
+
+
 async def install(stack: Stack, scenarios: list[str], namespaces: list[str], *, default_model: str = "replay/hello",
                   models: Sequence[dict[str, Any]] = (), checkpoint_retention: int | None = None) -> None:
-    """Namespaces, database secrets, the chart (real helm), then the webhook certificate files."""
+    """As the administrator: namespaces, database secrets, the chart (real helm), the user's
+    RoleBindings; then the webhook certificate files and the operator's own kubeconfig."""
     for ns in [OPERATOR_NS, *namespaces]:
-        await stack.kubectl("create", "namespace", ns, check=False)
+        await stack.kubectl("create", "namespace", ns, check=False, admin=True)
         await stack.kubectl("create", "secret", "generic", "sessionops-database", "-n", ns,
-                            f"--from-literal=url={stack.database_url}", check=False)
+                            f"--from-literal=url={stack.database_url}", check=False, admin=True)
     values = stack.root / "values.yaml"
     values.write_text(yaml.safe_dump(chart_values(stack.replay_url, scenarios, namespaces, default_model, models,
                                                   checkpoint_retention=checkpoint_retention)))
     await stack.helm("install", RELEASE, str(ROOT / "charts" / "sessionops"), "-n", OPERATOR_NS, "-f", str(values))
-    secret = await stack.get("secret", f"{RELEASE}-webhook-tls", OPERATOR_NS)
+    for ns in namespaces:
+        await stack.kubectl("create", "rolebinding", USER_BINDING, "--clusterrole=edit", f"--user={USER}",
+                            "-n", ns, check=False, admin=True)
+    secret = await stack.get("secret", f"{RELEASE}-webhook-tls", OPERATOR_NS, admin=True)
     certs = stack.root / "certs"
     certs.mkdir(exist_ok=True)
     for key in ("tls.crt", "tls.key", "ca.crt"):
         (certs / key).write_bytes(base64.b64decode(secret["data"][key]))
+    # The operator's identity: the chart's ServiceAccount, as a pod of its Deployment would be.
+    account = (await stack.kubectl("get", "serviceaccount", "-n", OPERATOR_NS, "-o", "name", "-l",
+                                   "app.kubernetes.io/component=operator", admin=True)).stdout.split("/")[-1].strip()
+    token = (await stack.kubectl("create", "token", account, "-n", OPERATOR_NS,
+                                 f"--duration={OPERATOR_TOKEN_DURATION}", admin=True)).stdout.strip()
+    operator_kubeconfig = kubeconfig_with_token(stack.admin_kubeconfig or stack.kubeconfig,
+                                                stack.root / "operator.kubeconfig", token, OPERATOR_NS)
     stack.operator_env = {
-        "KUBECONFIG": str(stack.kubeconfig), "DATABASE_URL": stack.database_url,
+        "KUBECONFIG": str(operator_kubeconfig), "DATABASE_URL": stack.database_url,
         "SESSIONOPS_NAMESPACE": OPERATOR_NS, "SESSIONOPS_CONFIGMAP": CONFIGMAP, "SESSIONOPS_CONFIG_POLL": "0.5",
         "SESSIONOPS_WEBHOOK_ADDR": "127.0.0.1", "SESSIONOPS_WEBHOOK_PORT": str(stack.webhook_port),
         "SESSIONOPS_CERT_FILE": str(certs / "tls.crt"), "SESSIONOPS_KEY_FILE": str(certs / "tls.key"),
-        "SESSIONOPS_PEERING": "", "SESSIONOPS_METRICS_PORT": str(stack.metrics_port), "SESSIONOPS_SCAN_SECONDS": "1",
+        "SESSIONOPS_PEERING": RELEASE,
+        # kopf peering as in the chart (its ClusterKopfPeering RBAC is exercised); the identity is the
+        # "pod" name, so a restarted operator is the same peer rather than one paused by its own ghost.
+        "POD_ID": f"{RELEASE}-operator-0",
+        "SESSIONOPS_METRICS_PORT": str(stack.metrics_port), "SESSIONOPS_SCAN_SECONDS": "1",
     }
 
 
@@ -252,16 +298,19 @@ async def running_stack(root: Path, *, namespace: str = "team-a", operator: bool
     db_name, dsn = await asyncio.to_thread(create_database)
     webhook_port, metrics_port = free_port(), free_port()
     try:
-        async with running_cluster(kubeconfig=root / "kubeconfig", bookmark_interval=1.0) as cluster, \
+        async with running_cluster(kubeconfig=root / "admin.kubeconfig", bookmark_interval=1.0) as cluster, \
                 ReplayServer(dirs=[EXAMPLES_REPLAY]) as replay:
             cluster.service_endpoints[(OPERATOR_NS, WEBHOOK_SERVICE)] = ("127.0.0.1", webhook_port)
-            stack = Stack(root=root, kubeconfig=root / "kubeconfig", database_url=dsn, replay_url=replay.url,
-                          namespace=namespace, webhook_port=webhook_port, metrics_port=metrics_port)
+            user = kubeconfig_with_token(root / "admin.kubeconfig", root / "kubeconfig",
+                                         cluster.add_user(USER, USER_GROUPS), namespace)
+            stack = Stack(root=root, kubeconfig=user, database_url=dsn, replay_url=replay.url,
+                          namespace=namespace, webhook_port=webhook_port, metrics_port=metrics_port,
+                          admin_kubeconfig=root / "admin.kubeconfig")
             await install(stack, list(replay.scenarios), [namespace], checkpoint_retention=checkpoint_retention)
             runner = None
             if pod_runner:
                 from tests.podrunner import PodRunner
-                runner = PodRunner(stack.kubeconfig, root / "workdirs", log_dir=root / "pods")
+                runner = PodRunner(root / "admin.kubeconfig", root / "workdirs", log_dir=root / "pods")
                 # Its watches are blocking clients: never block the loop the test cluster serves from.
                 await asyncio.to_thread(runner.start)
                 stack.pod_runner = runner

@@ -140,7 +140,7 @@ def test_a_real_model_from_the_environment_is_the_demo_model_with_its_key_in_a_s
             assert pasted.returncode == 0, pasted.stdout + pasted.stderr
             assert 'You said: "Thanks! Now tell me a short joke."' in pasted.stdout
 
-            kubectl = [str(ROOT / ".tools" / "bin" / "kubectl"), "--kubeconfig", str(dev / "kubeconfig")]
+            kubectl = [str(ROOT / ".tools" / "bin" / "kubectl"), "--kubeconfig", str(dev / "admin.kubeconfig")]
             config = json.loads(subprocess.run([*kubectl, "get", "configmap", CONFIGMAP, "-n", OPERATOR_NS, "-o",
                                                 "json"], capture_output=True, text=True, check=True).stdout)
             secret = json.loads(subprocess.run([*kubectl, "get", "secret", DEMO_KEY_SECRET, "-n", "default", "-o",

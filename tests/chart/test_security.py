@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tests.chart.helm import NAMESPACE, RELEASE, Rendered, iter_pod_specs
+from tests.chart.helm import NAMESPACE, RELEASE, Rendered, iter_pod_specs, parse_docs
 
 ROLE_KINDS = ("Role", "ClusterRole")
 
@@ -271,3 +271,33 @@ def test_network_policy(rendered: Rendered) -> None:
     namespaces = rendered.values.get("workerNamespaces") or [NAMESPACE]
     assert rule["from"][0]["podSelector"]["matchLabels"] == deployment["spec"]["selector"]["matchLabels"]
     assert rule["from"][1]["namespaceSelector"]["matchExpressions"][0]["values"] == namespaces
+
+
+AGGREGATE = "rbac.authorization.k8s.io/aggregate-to-"
+
+
+def test_people_get_sessionops_through_the_standard_aggregated_roles(default: Rendered) -> None:
+    view = default.one("ClusterRole", f"{RELEASE}-view")
+    edit = default.one("ClusterRole", f"{RELEASE}-edit")
+    assert {k for k, v in view["metadata"]["labels"].items() if k.startswith(AGGREGATE) and v == "true"} == {
+        f"{AGGREGATE}view", f"{AGGREGATE}edit", f"{AGGREGATE}admin"}
+    assert {k for k, v in edit["metadata"]["labels"].items() if k.startswith(AGGREGATE) and v == "true"} == {
+        f"{AGGREGATE}edit", f"{AGGREGATE}admin"}
+    for kind in ("agents", "agentsessions", "agentinputs", "agentruns"):
+        assert _allows(view["rules"], "sessionops.dev", kind, "watch")
+        assert not _allows(view["rules"], "sessionops.dev", kind, "create")
+    assert _allows(edit["rules"], "sessionops.dev", "agentinputs", "create")
+    assert _allows(edit["rules"], "sessionops.dev", "agentruns", "patch")  # spec.cancel
+    assert not _allows(edit["rules"], "sessionops.dev", "agentruns", "create")  # runs are the operator's
+    for resource in ("tools", "skills", "mcpservers"):
+        assert _allows(edit["rules"], "sessionops.dev", resource, "use")
+    # Acting for a run's submitter is the workers' alone.
+    assert not any("delegate" in r["verbs"] for r in view["rules"] + edit["rules"])
+
+
+def test_aggregation_into_the_standard_roles_can_be_turned_off(renderer: Any) -> None:
+    out = renderer.template_values("helm4", {"rbac": {"aggregateToDefaultRoles": False}})
+    assert out.returncode == 0, out.stderr
+    names = [d["metadata"]["name"] for d in parse_docs(out.stdout) if d["kind"] == "ClusterRole"]
+    assert f"{RELEASE}-view" not in names and f"{RELEASE}-edit" not in names
+    assert f"{RELEASE}-operator" in names

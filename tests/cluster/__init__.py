@@ -11,17 +11,19 @@ bookmarks, timeouts, initial events); discovery; OpenAPI v2/v3 (real v1.31 schem
 ``kubernetes-validate``, CRD schemas for custom resources); server-side tables for ``kubectl get``; protobuf
 request bodies (client-go typed clients: ``kubectl create ...``, Helm's release Secrets), decoded with the schema
 read from the local kubectl binary's Go type metadata. Schema/CEL validation, admission webhooks and access reviews
-are delegated to ``schema.py``, ``admission.py``, ``authz.py`` through ``hooks.py``.
+are delegated to ``schema.py``, ``admission.py``, ``authz.py`` through ``hooks.py``; authentication is ``authn.py``,
+authorization ``rbac.py``.
 
 Start it with ``running_cluster()`` (or the ``cluster`` pytest fixture in ``tests/conftest.py``), or from a shell
 with ``python -m tests.cluster serve --kubeconfig PATH [--port N]``.
 
 What is NOT emulated (or simplified):
 
-* No authentication or RBAC: every request is allowed. The user is ``kubernetes-admin`` (groups
-  ``system:masters``, ``system:authenticated``) unless the request carries ``X-Test-User`` / ``X-Test-Groups``
-  headers, or a bearer token registered in ``cluster.tokens`` (unknown tokens then get 401). SubjectAccessReviews
-  are answered by ``authz.review`` from the per-test policy table ``cluster.authz_policy``.
+* Authentication and authorization (see ``README.md``): HTTPS only (a throw-away CA; kubeconfigs carry it), bearer
+  tokens (the admin's, people's from ``cluster.add_user``, ServiceAccount tokens from TokenRequests, optionally
+  bound to a Pod), impersonation with the ``impersonate`` verb, and RBAC (``rbac.py``) for every request and
+  every SubjectAccessReview; ``system:masters`` may do everything. No client certificates, no webhook/ABAC/Node
+  authorizers.
 * No controllers except the garbage collector, the namespace lifecycle (deletion, default ServiceAccount,
   kube-root-ca.crt) and the CRD lifecycle (Established/NamesAccepted, cleanup on deletion): no scheduler, no
   kubelet (pods stay Pending; ``pods/log`` is empty), no Deployment/ReplicaSet/Job/CronJob controllers, no
@@ -33,8 +35,8 @@ What is NOT emulated (or simplified):
   defaults for new namespaces) skip admission.
 * Built-in kinds: only the defaults and validations listed in ``builtin.py``; ``fieldValidation`` is ignored for
   them (unknown fields are kept). No conversion between versions of a CRD (objects are stored once and served
-  under every version with only ``apiVersion`` rewritten). ``/scale``, ``pods/exec|attach|portforward|eviction``,
-  ``serviceaccounts/token`` are not served. Core ``events`` and ``events.k8s.io`` events are separate stores.
+  under every version with only ``apiVersion`` rewritten). ``/scale``, ``pods/exec|attach|portforward|eviction``
+  are not served. Core ``events`` and ``events.k8s.io`` events are separate stores.
 * Strategic merge patch: list merge keys and strategies come from the real schemas (``x-kubernetes-patch-*``);
   ``$patch: delete|replace|merge``, ``$retainKeys`` and ``$deleteFromPrimitiveList`` are honoured,
   ``$setElementOrder`` is ignored (merged items keep their existing order; new ones are appended).
@@ -53,7 +55,7 @@ What is NOT emulated (or simplified):
   ``bookmark_interval`` seconds.
 * Protobuf: request bodies only (responses are always JSON, which client-go accepts), and only where a client-go
   binary (``.tools/bin/kubectl``, or ``$FAITHFUL_CLUSTER_GO_BINARY``) can be read; otherwise 415.
-* No aggregated discovery (clients fall back to the legacy documents), no CBOR, no HTTP/2, no TLS (plain HTTP).
+* No aggregated discovery (clients fall back to the legacy documents), no CBOR, no HTTP/2.
 * kmock's own ``objects`` view is not kept in sync; use ``cluster.get_object()``/``list_objects()`` or HTTP.
 """
 

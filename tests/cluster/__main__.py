@@ -1,7 +1,8 @@
 """``python -m tests.cluster serve --kubeconfig PATH [--port N]``: run the test API server in the foreground.
 
 Stops on SIGTERM/SIGINT. ``--service NS/NAME=HOST:PORT`` maps a Service reference (as used by webhook
-configurations) to a local address; it may be repeated.
+configurations) to a local address; it may be repeated. ``--token-auth-file`` names people's bearer tokens
+(kube-apiserver's format: ``token,user,uid,"group1,group2"``). The kubeconfig written is the administrator's.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ async def _serve(args: argparse.Namespace) -> None:
                                bookmark_interval=args.bookmark_interval) as cluster:
         for key, address in args.service:
             cluster.service_endpoints[key] = address
+        if args.token_auth_file:
+            cluster.authn.load_token_file(args.token_auth_file)
         print(f'serving {cluster.api_url}; kubeconfig: {args.kubeconfig}', flush=True)
         await stop.wait()
         errors = list(cluster.errors)
@@ -51,6 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument('--bookmark-interval', type=float, default=5.0, help='seconds between watch bookmarks')
     serve.add_argument('--service', type=_parse_service, action='append', default=[],
                        help='NS/NAME=HOST:PORT: where a Service reference (webhooks) resolves to')
+    serve.add_argument('--token-auth-file', help='CSV of people\'s bearer tokens: token,user,uid,"groups"')
     args = parser.parse_args(argv)
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(_serve(args))

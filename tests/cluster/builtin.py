@@ -69,7 +69,7 @@ BUILTINS: list[ResourceDef] = [
     _r('v1', 'namespaces', 'Namespace', False, short_names=('ns',), subresources=('status', 'finalize')),
     _r('v1', 'pods', 'Pod', short_names=('po',), categories=('all',), subresources=('status', 'log')),
     _r('v1', 'services', 'Service', short_names=('svc',), categories=('all',), subresources=('status',)),
-    _r('v1', 'serviceaccounts', 'ServiceAccount', short_names=('sa',)),
+    _r('v1', 'serviceaccounts', 'ServiceAccount', short_names=('sa',), subresources=('token',)),
     _r('v1', 'configmaps', 'ConfigMap', short_names=('cm',)),
     _r('v1', 'secrets', 'Secret'),
     _r('v1', 'events', 'Event', short_names=('ev',)),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import ssl as ssl_
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -23,13 +24,16 @@ class Reply:
 
 
 class ApiClient:
-    def __init__(self, base_url: str, headers: dict[str, str] | None = None) -> None:
+    def __init__(self, base_url: str, headers: dict[str, str] | None = None, *,
+                 ssl: ssl_.SSLContext | None = None) -> None:
         self.base_url = base_url.rstrip('/')
         self.headers = dict(headers or {})
+        self.ssl = ssl
         self._session: aiohttp.ClientSession | None = None
 
     async def __aenter__(self) -> ApiClient:
-        self._session = aiohttp.ClientSession(headers=self.headers)
+        self._session = aiohttp.ClientSession(headers=self.headers,
+                                              connector=aiohttp.TCPConnector(ssl=self.ssl) if self.ssl else None)
         return self
 
     async def __aexit__(self, *exc: object) -> None:

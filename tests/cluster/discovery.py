@@ -49,11 +49,13 @@ def _entries(rdef: ResourceDef) -> list[dict[str, Any]]:
     result = [main]
     for sub in rdef.subresources:
         verbs = {'status': ['get', 'patch', 'update'], 'log': ['get'], 'finalize': ['update'],
-                 'scale': ['get', 'patch', 'update']}.get(sub, ['get'])
+                 'scale': ['get', 'patch', 'update'], 'token': ['create']}.get(sub, ['get'])
         entry: dict[str, Any] = {'name': f'{rdef.plural}/{sub}', 'singularName': '', 'namespaced': rdef.namespaced,
                                  'kind': rdef.kind, 'verbs': verbs}
         if sub == 'scale':
             entry.update(group='autoscaling', version='v1', kind='Scale')
+        if sub == 'token':
+            entry.update(group='authentication.k8s.io', version='v1', kind='TokenRequest')
         result.append(entry)
     return result
 

@@ -33,7 +33,7 @@ _PACKAGES = {
     'rbac.authorization.k8s.io': 'k8s.io/api/rbac', 'coordination.k8s.io': 'k8s.io/api/coordination',
     'events.k8s.io': 'k8s.io/api/events', 'admissionregistration.k8s.io': 'k8s.io/api/admissionregistration',
     'networking.k8s.io': 'k8s.io/api/networking', 'policy': 'k8s.io/api/policy',
-    'authorization.k8s.io': 'k8s.io/api/authorization', 'meta.k8s.io': 'k8s.io/apimachinery/pkg/apis/meta',
+    'authorization.k8s.io': 'k8s.io/api/authorization', 'authentication.k8s.io': 'k8s.io/api/authentication', 'meta.k8s.io': 'k8s.io/apimachinery/pkg/apis/meta',
     'apiextensions.k8s.io': 'k8s.io/apiextensions-apiserver/pkg/apis/apiextensions',
 }
 _META = 'k8s.io/apimachinery/pkg/apis/meta/v1'

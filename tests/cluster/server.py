@@ -14,12 +14,14 @@ import dataclasses
 import datetime
 import json
 import random
+import ssl
 import struct
 import uuid
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+import aiohttp.test_utils
 import aiohttp.web
 import attrs
 import kmock
@@ -28,13 +30,16 @@ from kmock._internal import apps, enums, rendering
 
 from . import (
     applying,
+    authn,
     builtin,
+    certs,
     discovery,
     errors,
     hooks,
     openapi,
     patching,
     protobuf,
+    rbac,
     selectors,
     tables,
     watching,
@@ -43,7 +48,9 @@ from .builtin import ResourceDef
 from .errors import ApiError
 from .store import Store
 
-ADMIN = {'username': 'kubernetes-admin', 'groups': ['system:masters', 'system:authenticated']}
+RBAC_KINDS = {(rbac.RBAC_GROUP, p) for p in ('roles', 'rolebindings', 'clusterroles', 'clusterrolebindings')}
+CLUSTER_ROLES_GP = (rbac.RBAC_GROUP, 'clusterroles')
+DISCOVERY_PREFIXES = ('/api', '/apis', '/openapi')
 CRD_GP = ('apiextensions.k8s.io', 'customresourcedefinitions')
 NS_GP = ('', 'namespaces')
 CRD_CLEANUP = 'customresourcecleanup.apiextensions.k8s.io'
@@ -154,11 +161,15 @@ class FaithfulCluster(kmock.KubernetesEmulator):
         self.store = Store(self.history_size)
         self.allocator = builtin.Allocator()
         self.closing = asyncio.Event()
-        self.authz_policy: Any = None
+        self.authn = authn.Tokens()
+        self.access_reviews: list[dict[str, Any]] = []
+        """Every SubjectAccessReview answered: the attributes asked and the decision (for assertions)."""
         self.webhook_http: Any = None  # the admission module's keep-alive client
         self.service_endpoints: dict[tuple[Any, ...], tuple[str, int]] = {}
-        self.tokens: dict[str, dict[str, Any]] = {}
         self.kubeconfig: Path | None = None
+        # Serving certificate: clients send credentials only over TLS (kubectl and helm never over plain HTTP).
+        self.tls = certs.make_ca_and_server_cert(['localhost'], ['127.0.0.1'], ca_name='faithful cluster CA',
+                                                 valid_for=datetime.timedelta(days=30))
         self._builtins = {(d.group, d.version, d.plural): d for d in builtin.BUILTINS}
         self._crd_defs: dict[tuple[str, str, str], ResourceDef] = {}
         self._bootstrap()
@@ -213,12 +224,35 @@ class FaithfulCluster(kmock.KubernetesEmulator):
         """``http://127.0.0.1:PORT`` of the (first) running server."""
         return str(self.servers[0].url).rstrip('/')
 
-    def write_kubeconfig(self, path: str | Path, *, token: str | None = None, namespace: str = 'default') -> Path:
+    def client_ssl(self) -> ssl.SSLContext:
+        """An SSL context that trusts this server's CA (for HTTP clients that do not read a kubeconfig)."""
+        return self.tls.client_ssl_context()
+
+    @property
+    def admin_headers(self) -> dict[str, str]:
+        """The ``Authorization`` header of ``kubernetes-admin`` (``system:masters``), for set-up steps."""
+        return {'Authorization': f'Bearer {self.authn.admin_token}'}
+
+    def add_user(self, username: str, groups: list[str] | tuple[str, ...] = ()) -> str:
+        """A bearer token that authenticates a person (as a static token file would)."""
+        return self.authn.add_user(username, groups)
+
+    def authorize(self, attrs: rbac.Attributes) -> rbac.Decision:
+        """The server's authorizer chain: ``system:masters`` first (as kube-apiserver's privileged-group
+        authorizer), then RBAC from the stored objects."""
+        if rbac.MASTERS in attrs.user.groups:
+            return rbac.Decision(True, '')
+        return rbac.authorize(self._rbac_objects(), attrs)
+
+    def write_kubeconfig(self, path: str | Path, *, token: str | None = None, namespace: str = 'default',
+                         remember: bool = True) -> Path:
+        """A kubeconfig for this server: the admin's unless ``token`` names another identity."""
         path = Path(path)
-        user: dict[str, Any] = {'token': token} if token else {}
+        user: dict[str, Any] = {'token': token or self.authn.admin_token}
         config = {
             'apiVersion': 'v1', 'kind': 'Config', 'preferences': {},
-            'clusters': [{'name': 'faithful', 'cluster': {'server': self.api_url}}],
+            'clusters': [{'name': 'faithful', 'cluster': {'server': self.api_url,
+                                                          'certificate-authority-data': self.tls.ca_bundle_b64}}],
             'users': [{'name': 'faithful-user', 'user': user}],
             'contexts': [{'name': 'faithful', 'context': {'cluster': 'faithful', 'user': 'faithful-user',
                                                           'namespace': namespace}}],
@@ -226,7 +260,8 @@ class FaithfulCluster(kmock.KubernetesEmulator):
         }
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(yaml.safe_dump(config, sort_keys=False))
-        self.kubeconfig = path
+        if remember:
+            self.kubeconfig = path
         return path
 
     # -----------------------------------------------------------------------------------------------------------
@@ -267,7 +302,7 @@ class FaithfulCluster(kmock.KubernetesEmulator):
         try:
             return await self._serve(raw, request.body)
         except ApiError as e:
-            return aiohttp.web.json_response(e.as_status(), status=e.code)
+            return _status_response(e.as_status(), e.code)
 
     async def _serve(self, raw: aiohttp.web.BaseRequest, body: bytes) -> aiohttp.web.StreamResponse:
         path = raw.path.rstrip('/') or '/'
@@ -278,6 +313,10 @@ class FaithfulCluster(kmock.KubernetesEmulator):
                 return aiohttp.web.Response(text='ok', content_type='text/plain')
         if path == '/version':
             return aiohttp.web.json_response(discovery.VERSION_INFO)
+        user = self._user(raw)
+        attrs = self._attributes(user, method, path, params)
+        if not self.authorize(attrs).allowed:
+            return _status_response(rbac.forbidden_status(attrs), 403)
         if path == '/':
             return aiohttp.web.json_response(discovery.root_paths(self.resource_defs()))
         if path.startswith('/openapi/'):
@@ -285,7 +324,6 @@ class FaithfulCluster(kmock.KubernetesEmulator):
         parts = path.strip('/').split('/')
         if parts[0] not in ('api', 'apis'):
             raise errors.resource_not_found()
-        user = self._user(raw)
         if path == '/api':
             host = raw.host or '127.0.0.1'
             return aiohttp.web.json_response(discovery.api_versions(host))
@@ -314,7 +352,7 @@ class FaithfulCluster(kmock.KubernetesEmulator):
         if sub is not None and sub not in rdef.subresources:
             raise errors.resource_not_found()
 
-        ctx = Ctx(rdef=rdef, namespace=namespace, name=name, sub=sub, params=params, user=user)
+        ctx = Ctx(rdef=rdef, namespace=namespace, name=name, sub=sub, params=params, user=user.as_dict())
         ctx.dry_run = params.get('dryRun') == 'All'
         if 'dryRun' in params and params['dryRun'] not in ('All', ''):
             raise errors.invalid('', '', '', [errors.unsupported_value('dryRun', params['dryRun'], ['All'])])
@@ -327,6 +365,8 @@ class FaithfulCluster(kmock.KubernetesEmulator):
         content_type = raw.content_type or 'application/json'
         if 'protobuf' in content_type and body:
             expected = ('meta.k8s.io/v1', 'DeleteOptions') if method == 'DELETE' else (rdef.api_version, rdef.kind)
+            if rdef.gp == ('', 'serviceaccounts') and sub == 'token':
+                expected = ('authentication.k8s.io/v1', 'TokenRequest')
             try:
                 body = json.dumps(protobuf.decode(body, expected)).encode()
             except protobuf.ProtobufUnsupported as e:
@@ -341,6 +381,8 @@ class FaithfulCluster(kmock.KubernetesEmulator):
         verb = {'GET': 'watch' if is_watch else ('list' if name is None else 'get'),
                 'POST': 'create', 'PUT': 'update', 'PATCH': 'patch',
                 'DELETE': 'deletecollection' if name is None else 'delete'}.get(method)
+        if rdef.gp == ('', 'serviceaccounts') and sub == 'token' and method == 'POST' and name is not None:
+            return self._json(ctx, self._token_request(ctx, patching.parse_body(body, content_type)), 201)
         if verb is None or verb not in rdef.verbs or (method == 'POST' and (name is not None or (
                 rdef.namespaced and namespace is None))) or (method in ('PUT', 'PATCH') and name is None):
             raise errors.method_not_allowed()
@@ -396,21 +438,87 @@ class FaithfulCluster(kmock.KubernetesEmulator):
             response.headers.add('Warning', f'299 - {json.dumps(warning)}')
         return response
 
-    def _user(self, raw: aiohttp.web.BaseRequest) -> dict[str, Any]:
-        name = raw.headers.get('X-Test-User')
-        if name:
-            groups = [g.strip() for g in (raw.headers.get('X-Test-Groups') or '').split(',') if g.strip()]
-            if 'system:authenticated' not in groups:
-                groups.append('system:authenticated')
-            return {'username': name, 'groups': groups}
-        auth = raw.headers.get('Authorization') or ''
-        if auth.lower().startswith('bearer '):
-            token = auth[7:].strip()
-            if token in self.tokens:
-                return copy.deepcopy(self.tokens[token])
-            if self.tokens:
-                raise ApiError(401, 'Unauthorized', 'Unauthorized')
-        return copy.deepcopy(ADMIN)
+    def _lookup(self, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
+        return self.store.get(('', plural), namespace, name)
+
+    def _user(self, raw: aiohttp.web.BaseRequest) -> rbac.UserInfo:
+        """Authentication (bearer token, or anonymous), then impersonation."""
+        user = self.authn.authenticate(raw.headers.get('Authorization') or '', self._lookup)
+        return authn.impersonate(user, raw.headers, lambda key: raw.headers.getall(key, []), self.authorize)
+
+    @staticmethod
+    def _attributes(user: rbac.UserInfo, method: str, path: str, params: dict[str, str]) -> rbac.Attributes:
+        """What the request asks, as the real server's RequestInfoFactory reads it from the URL."""
+        api = parse_api_path(path)
+        if api is None or api.plural is None:
+            # Discovery documents and the OpenAPI are non-resource URLs (system:discovery grants them).
+            return rbac.Attributes(user=user, verb=method.lower(), resource_request=False, path=path)
+        watch = method == 'GET' and (api.watch_prefix or params.get('watch') in ('true', '1'))
+        verb = {'GET': 'watch' if watch else ('list' if api.name is None else 'get'), 'POST': 'create',
+                'PUT': 'update', 'PATCH': 'patch',
+                'DELETE': 'deletecollection' if api.name is None else 'delete'}.get(method, method.lower())
+        namespace = api.namespace or ''
+        if (api.group, api.plural) == NS_GP and api.name:
+            namespace = api.name  # a namespace's own requests are in that namespace (RoleBindings apply)
+        if api.name is None and 'fieldSelector' in params and verb in ('list', 'watch'):
+            # A list or watch of one name (kubectl get x/NAME -w) is authorized for that name.
+            for term in params['fieldSelector'].split(','):
+                key, _, value = term.partition('=')
+                if key == 'metadata.name' and value and not value.startswith('='):
+                    return rbac.Attributes(user=user, verb=verb, api_group=api.group, api_version=api.version,
+                                           resource=api.plural, namespace=namespace, name=value)
+        return rbac.Attributes(user=user, verb=verb, api_group=api.group, api_version=api.version,
+                               resource=api.plural, subresource=api.sub or '', namespace=namespace,
+                               name=api.name or '')
+
+    def _rbac_objects(self) -> rbac.Objects:
+        return rbac.Objects(roles=self.store.list((rbac.RBAC_GROUP, 'roles')),
+                            cluster_roles=self.store.list(CLUSTER_ROLES_GP),
+                            role_bindings=self.store.list((rbac.RBAC_GROUP, 'rolebindings')),
+                            cluster_role_bindings=self.store.list((rbac.RBAC_GROUP, 'clusterrolebindings')))
+
+    def _prevent_escalation(self, ctx: Ctx, obj: dict[str, Any]) -> None:
+        """The RBAC storage's check: a Role's rules, or a binding's role, must already be held by the requester,
+        unless it may ``escalate`` that role (``bind`` for a binding). ``system:masters`` holds everything."""
+        user = rbac.UserInfo.of(ctx.user)
+        if rbac.MASTERS in user.groups or not isinstance(obj, dict):
+            return
+        namespace = ctx.namespace or ''
+        name = (obj.get('metadata') or {}).get('name') or ctx.name or ''
+        if ctx.rdef.plural in ('roles', 'clusterroles'):
+            may = rbac.Attributes(user=user, verb='escalate', api_group=rbac.RBAC_GROUP, resource=ctx.rdef.plural,
+                                  namespace=namespace, name=name)
+            rules = obj.get('rules') or []
+        else:
+            ref = obj.get('roleRef') or {}
+            plural = 'clusterroles' if ref.get('kind') == 'ClusterRole' else 'roles'
+            may = rbac.Attributes(user=user, verb='bind', api_group=rbac.RBAC_GROUP, resource=plural,
+                                  namespace=namespace, name=ref.get('name') or '')
+            role = self.store.get((rbac.RBAC_GROUP, plural), namespace if plural == 'roles' else None,
+                                  ref.get('name') or '')
+            rules = (role or {}).get('rules') or []
+        if self.authorize(may).allowed:
+            return
+        missing = rbac.not_held(self._rbac_objects(), user, rules, namespace)
+        if missing:
+            raise ApiError(403, 'Forbidden', f'{ctx.rdef.plural}.{rbac.RBAC_GROUP} "{name}" is forbidden: '
+                           f'{rbac.escalation_message(user, missing)}',
+                           {'name': name, 'group': rbac.RBAC_GROUP, 'kind': ctx.rdef.plural})
+
+    def _admit_service_account(self, ctx: Ctx, pod: dict[str, Any]) -> None:
+        """The ServiceAccount admission plugin: a Pod runs as a ServiceAccount that exists."""
+        account = (pod.get('spec') or {}).get('serviceAccountName') or 'default'
+        if self.store.get(('', 'serviceaccounts'), ctx.namespace, account) is None:
+            name = pod['metadata'].get('name') or pod['metadata'].get('generateName', '')
+            raise ApiError(403, 'Forbidden', f'pods "{name}" is forbidden: error looking up service account '
+                           f'{ctx.namespace}/{account}: serviceaccount "{account}" not found',
+                           {'name': name, 'kind': 'pods'})
+
+    def _token_request(self, ctx: Ctx, data: Any) -> dict[str, Any]:
+        if not isinstance(data, dict):
+            raise errors.bad_request('the body must be a JSON object')
+        sa = self._get_or_404(ctx)
+        return self.authn.request(sa, data, self._lookup)
 
     def _present(self, rdef: ResourceDef, obj: dict[str, Any]) -> dict[str, Any]:
         if obj.get('apiVersion') == rdef.api_version:
@@ -670,6 +778,10 @@ class FaithfulCluster(kmock.KubernetesEmulator):
                 finalizers.append(CRD_CLEANUP)
         if not rdef.custom:
             builtin.apply_defaults(rdef, obj, None, self.allocator)
+        if rdef.gp == ('', 'pods'):
+            self._admit_service_account(ctx, obj)
+        if rdef.gp in RBAC_KINDS:
+            self._prevent_escalation(ctx, obj)
         admitted = await self._admit(ctx, 'CREATE', obj, None)
         assert admitted is not None
         obj = self._enforce_identity(admitted, meta)
@@ -824,6 +936,8 @@ class FaithfulCluster(kmock.KubernetesEmulator):
         name = ctx.name or ''
         if not after_admission:
             self._check_type(ctx, new)
+            if rdef.gp in RBAC_KINDS:
+                self._prevent_escalation(ctx, new)
         new['apiVersion'] = old['apiVersion']   # the storage version
         new['kind'] = rdef.kind
         meta = new.get('metadata')
@@ -999,6 +1113,8 @@ class FaithfulCluster(kmock.KubernetesEmulator):
         meta = obj['metadata']
         if rdef.gp == CRD_GP:
             self._rebuild_crd_defs()
+        if rdef.gp == CLUSTER_ROLES_GP:
+            self._aggregate_cluster_roles()
         if rdef.gp == NS_GP and old is None:
             self._populate_namespace(meta['name'])
         if meta.get('deletionTimestamp') and not meta.get('finalizers') and rdef.gp != NS_GP:
@@ -1010,6 +1126,8 @@ class FaithfulCluster(kmock.KubernetesEmulator):
     def _after_removal(self, gp: tuple[str, str], final: dict[str, Any]) -> None:
         if gp == CRD_GP:
             self._rebuild_crd_defs()
+        if gp == CLUSTER_ROLES_GP:
+            self._aggregate_cluster_roles()
         self._reconcile()
 
     def _dependents(self, uid: str) -> list[tuple[tuple[str, str], dict[str, Any]]]:
@@ -1114,6 +1232,25 @@ class FaithfulCluster(kmock.KubernetesEmulator):
             return True
         return False
 
+    def _aggregate_cluster_roles(self) -> None:
+        """The ClusterRole aggregation controller: repeating it changes nothing once the rules are filled in."""
+        for _ in range(100):  # aggregated roles may select each other (admin <- edit <- view)
+            changed = False
+            roles = self.store.list(CLUSTER_ROLES_GP)
+            for role in roles:
+                if not role.get('aggregationRule'):
+                    continue
+                rules = rbac.aggregated_rules(role, roles)
+                if (role.get('rules') or []) != rules:
+                    new = copy.deepcopy(role)
+                    new['rules'] = rules
+                    self.store.put(CLUSTER_ROLES_GP, new, role)
+                    changed = True
+                    break
+            if not changed:
+                return
+        raise RuntimeError('ClusterRole aggregation does not converge')
+
     def _rebuild_crd_defs(self) -> None:
         defs: dict[tuple[str, str, str], ResourceDef] = {}
         for crd in self.store.list(CRD_GP):
@@ -1158,6 +1295,11 @@ class FaithfulCluster(kmock.KubernetesEmulator):
                          'labels': {'component': 'apiserver', 'provider': 'kubernetes'}},
             'spec': {'clusterIP': '10.96.0.1', 'ports': [{'name': 'https', 'port': 443, 'protocol': 'TCP',
                                                            'targetPort': 6443}]}})
+        for role in rbac.BOOTSTRAP_CLUSTER_ROLES:
+            self._internal_create(rbac.RBAC_GROUP, 'clusterroles', role)
+        for binding in rbac.BOOTSTRAP_CLUSTER_ROLE_BINDINGS:
+            self._internal_create(rbac.RBAC_GROUP, 'clusterrolebindings', binding)
+        self._aggregate_cluster_roles()
 
     # -----------------------------------------------------------------------------------------------------------
     # Reviews (SubjectAccessReview, SelfSubjectAccessReview): answered, never stored.
@@ -1175,7 +1317,8 @@ class FaithfulCluster(kmock.KubernetesEmulator):
                                                  'must be specified')])
         if ctx.rdef.plural == 'selfsubjectaccessreviews':
             request = {'apiVersion': 'authorization.k8s.io/v1', 'kind': 'SubjectAccessReview', 'metadata': {},
-                       'spec': dict(spec, user=ctx.user['username'], groups=list(ctx.user.get('groups') or []))}
+                       'spec': dict(spec, user=ctx.user['username'], groups=list(ctx.user.get('groups') or []),
+                                    uid=ctx.user.get('uid', ''), extra=ctx.user.get('extra') or {})}
             reviewed = await hooks.review(self, request)
             sar['status'] = reviewed.get('status', {})
             return sar
@@ -1183,16 +1326,35 @@ class FaithfulCluster(kmock.KubernetesEmulator):
             raise errors.invalid(ctx.rdef.kind, ctx.rdef.group, '', [errors.invalid_value(
                 'spec.user', None, 'at least one of user or group must be specified')])
         reviewed = await hooks.review(self, sar)
+        if self.access_reviews:  # who asked (the review itself names whom it is about)
+            self.access_reviews[-1]['requester'] = ctx.user['username']
         sar['status'] = reviewed.get('status', {})
         sar.setdefault('metadata', {})
         return sar
+
+
+def _status_response(status: dict[str, Any], code: int) -> aiohttp.web.Response:
+    # Exactly ``application/json``, as kube-apiserver writes it: client-go's discovery client cannot
+    # negotiate a decoder for ``application/json; charset=utf-8`` and would report the error as "unknown".
+    return aiohttp.web.Response(body=json.dumps(status).encode(), status=code,
+                                headers={'Content-Type': 'application/json'})
+
+
+class _TlsServer(aiohttp.test_utils.RawTestServer):
+    """kmock's server, listening with TLS."""
+    ssl_context: ssl.SSLContext | None = None
+
+    async def start_server(self, loop: asyncio.AbstractEventLoop | None = None, **kwargs: Any) -> None:
+        await super().start_server(loop=loop, ssl=self.ssl_context, **kwargs)
 
 
 @contextlib.asynccontextmanager
 async def running_cluster(*, port: int | None = None, kubeconfig: str | Path | None = None,
                           host: str = '127.0.0.1', **kwargs: Any) -> AsyncIterator[FaithfulCluster]:
     """Start a FaithfulCluster on ``host:port`` (random port by default) and write a kubeconfig for it."""
-    async with FaithfulCluster(**kwargs) as cluster, kmock.Server(cluster, host=host, port=port):
+    cluster = FaithfulCluster(**kwargs)
+    server_cls = type('TlsServer', (_TlsServer,), {'ssl_context': cluster.tls.server_ssl_context()})
+    async with cluster, kmock.Server(cluster, host=host, port=port, server_cls=server_cls):
         if kubeconfig is not None:
             cluster.write_kubeconfig(kubeconfig)
         try:

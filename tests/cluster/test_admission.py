@@ -33,7 +33,6 @@ class FakeCluster:
     def __init__(self) -> None:
         self.objects: dict[tuple, dict] = {}
         self.services: dict[tuple[str, str], tuple[str, int]] = {}
-        self.authz_policy = None
 
     def put(self, group: str, version: str, plural: str, obj: dict) -> None:
         meta = obj["metadata"]

@@ -1,4 +1,4 @@
-"""API-server semantics of the test cluster, checked over plain HTTP (and kubectl where natural)."""
+"""API-server semantics of the test cluster, checked over HTTPS with a plain JSON client (and kubectl where natural)."""
 
 from __future__ import annotations
 
@@ -440,7 +440,12 @@ async def test_admission_chain_and_users(cluster, api, monkeypatch):
     monkeypatch.setattr(hooks, 'run_admission', fake_admission)
     if not hooks.AVAILABLE.get('admission'):
         monkeypatch.setattr(hooks, 'AdmissionDenied', _Denied)
-    reply = await api.post(CMS, configmap('c'), headers={'X-Test-User': 'alice', 'X-Test-Groups': 'devs'})
+    alice = {'Authorization': f'Bearer {cluster.add_user("alice", ["devs"])}'}
+    await api.post('/apis/rbac.authorization.k8s.io/v1/namespaces/default/rolebindings', {
+        'metadata': {'name': 'devs-edit'}, 'roleRef': {'apiGroup': 'rbac.authorization.k8s.io', 'kind': 'ClusterRole',
+                                                       'name': 'edit'},
+        'subjects': [{'apiGroup': 'rbac.authorization.k8s.io', 'kind': 'Group', 'name': 'devs'}]})
+    reply = await api.post(CMS, configmap('c'), headers=alice)
     assert reply.body['metadata']['labels'] == {'mutated': 'yes'}
     assert calls[-1]['user_info'] == {'username': 'alice', 'groups': ['devs', 'system:authenticated']}
     assert calls[-1]['operation'] == 'CREATE' and calls[-1]['dry_run'] is False
@@ -475,7 +480,8 @@ async def test_access_reviews(cluster, api, monkeypatch):
         'spec': {'resourceAttributes': {'verb': 'get', 'resource': 'pods'}},
     }
     reply = await api.post(
-        '/apis/authorization.k8s.io/v1/selfsubjectaccessreviews', body, headers={'X-Test-User': 'bob'}
+        '/apis/authorization.k8s.io/v1/selfsubjectaccessreviews', body,
+        headers={'Authorization': f'Bearer {cluster.add_user("bob")}'}
     )
     assert reply.body['status'] == {'allowed': False} and seen[-1]['spec']['user'] == 'bob'
     assert (await api.get('/apis/authorization.k8s.io/v1/subjectaccessreviews')).status == 405

@@ -1,188 +1,196 @@
-"""SubjectAccessReview answers from a per-test policy table."""
+"""The test cluster authenticates and authorizes like a real one: tokens, impersonation, RBAC, access reviews.
+
+Driven through the real kubectl wherever a person would use it."""
 
 from __future__ import annotations
 
-import pytest
+from pathlib import Path
 
-from tests.cluster.authz import Policy, review
-from tests.cluster.schema import FieldError
+from tests.cluster import rbac
+from tests.conftest import TOOLS, run_tool
 
-
-class FakeCluster:
-    def __init__(self, policy: Policy | None = None) -> None:
-        self.authz_policy = policy
+SAR = '/apis/authorization.k8s.io/v1/subjectaccessreviews'
+SSAR = '/apis/authorization.k8s.io/v1/selfsubjectaccessreviews'
 
 
-def sar(user="alice", groups=("system:authenticated",), **attrs) -> dict:
-    spec: dict = {"user": user, "groups": list(groups)}
-    if "path" in attrs:
-        spec["nonResourceAttributes"] = {"path": attrs.pop("path"), "verb": attrs.pop("verb", "get")}
-    else:
-        resource = {
-            "verb": "create",
-            "group": "sessionops.dev",
-            "version": "v1alpha1",
-            "resource": "agentinputs",
-            "namespace": "team-a",
-        }
-        resource.update(attrs)
-        spec["resourceAttributes"] = resource
-    return {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": spec}
+async def as_token(cluster, tmp_path: Path, token: str, *args: str, check: bool = False):
+    """kubectl with a kubeconfig that carries ``token`` (a person's or a ServiceAccount's)."""
+    config = cluster.write_kubeconfig(tmp_path / f'kc-{abs(hash(token))}', token=token, remember=False)
+    return await run_tool(TOOLS / 'kubectl', '--kubeconfig', str(config), '--cache-dir', str(tmp_path / 'cache'),
+                          *args, check=check)
 
 
-async def decide(policy: Policy | None, request: dict, **kwargs) -> dict:
-    return (await review(FakeCluster(policy), request, **kwargs))["status"]
+def sar(user: str, groups: list[str] | None = None, **attrs: str) -> dict:
+    resource = {'verb': 'get', 'group': '', 'resource': 'pods', 'namespace': 'team-a', **attrs}
+    return {'apiVersion': 'authorization.k8s.io/v1', 'kind': 'SubjectAccessReview',
+            'spec': {'user': user, 'groups': groups or [], 'resourceAttributes': resource}}
 
 
-async def test_without_a_policy_everything_is_allowed():
-    status = await decide(None, sar())
-    assert status["allowed"] is True
+async def test_kubectl_as_alice_is_refused_what_she_is_not_bound_to_and_allowed_what_she_is(kubectl):
+    await kubectl('create', 'namespace', 'team-a')
+    await kubectl('create', 'namespace', 'team-b')
+    await kubectl('create', 'rolebinding', 'alice-edit', '--clusterrole=edit', '--user=alice', '-n', 'team-a')
+    assert (await kubectl('--as=alice', 'create', 'configmap', 'notes', '-n', 'team-a')).returncode == 0
+    refused = await kubectl('--as=alice', 'create', 'configmap', 'notes', '-n', 'team-b', check=False)
+    assert refused.returncode == 1
+    assert refused.stderr.strip() == (
+        'error: failed to create configmap: configmaps is forbidden: User "alice" cannot create resource '
+        '"configmaps" in API group "" in the namespace "team-b"')
+    refused = await kubectl('--as=alice', 'get', 'configmap', 'notes', '-n', 'team-b', check=False)
+    assert refused.stderr.strip() == ('Error from server (Forbidden): configmaps "notes" is forbidden: User "alice" '
+                                      'cannot get resource "configmaps" in API group "" in the namespace "team-b"')
+    # edit includes view but not admin: alice may read RoleBindings of team-a only through admin.
+    refused = await kubectl('--as=alice', 'get', 'rolebindings', '-n', 'team-a', check=False)
+    assert 'cannot list resource "rolebindings" in API group "rbac.authorization.k8s.io"' in refused.stderr
+    assert (await kubectl('--as=alice', 'auth', 'can-i', 'delete', 'configmaps', '-n', 'team-a')).stdout == 'yes\n'
+    no = await kubectl('--as=alice', 'auth', 'can-i', 'delete', 'configmaps', '-n', 'team-b', check=False)
+    assert no.stdout == 'no\n'
 
 
-async def test_an_empty_policy_denies_by_default_without_an_explicit_denial():
-    status = await decide(Policy(), sar())
-    assert status == {"allowed": False}
+async def test_a_group_binding_applies_to_an_impersonated_group(kubectl):
+    await kubectl('create', 'namespace', 'team-a')
+    await kubectl('create', 'rolebinding', 'team-view', '--clusterrole=view', '--group=team-a', '-n', 'team-a')
+    without = await kubectl('--as=alice', 'get', 'pods', '-n', 'team-a', check=False)
+    assert 'User "alice" cannot list resource "pods"' in without.stderr
+    with_group = await kubectl('--as=alice', '--as-group=team-a', 'get', 'pods', '-n', 'team-a')
+    assert with_group.returncode == 0
 
 
-async def test_an_allow_rule_allows_exactly_what_it_names():
-    policy = Policy()
-    policy.allow(user="alice", verbs=["create"], resources=["agentinputs"], api_groups=["sessionops.dev"])
-    assert (await decide(policy, sar()))["allowed"] is True
-    assert (await decide(policy, sar(verb="delete")))["allowed"] is False
-    assert (await decide(policy, sar(user="bob")))["allowed"] is False
-    assert (await decide(policy, sar(resource="agentsessions")))["allowed"] is False
-    assert (await decide(policy, sar(group="")))["allowed"] is False
+async def test_impersonation_needs_the_impersonate_verb(cluster, api, kubectl, tmp_path):
+    alice = cluster.add_user('alice')
+    refused = await api.get('/api/v1/pods', headers={'Authorization': f'Bearer {alice}', 'Impersonate-User': 'bob'})
+    assert refused.status == 403 and refused['message'] == (
+        'users "bob" is forbidden: User "alice" cannot impersonate resource "users" in API group "" at the cluster '
+        'scope')
+    # kubectl's discovery fails first (it reports the 403 of /api as "unknown").
+    assert (await as_token(cluster, tmp_path, alice, '--as=bob', 'get', 'pods')).returncode == 1
+    await kubectl('create', 'clusterrole', 'impersonate-bob', '--verb=impersonate', '--resource=users',
+                  '--resource-name=bob')
+    await kubectl('create', 'clusterrolebinding', 'alice-as-bob', '--clusterrole=impersonate-bob', '--user=alice')
+    await kubectl('create', 'clusterrolebinding', 'bob-view', '--clusterrole=view', '--user=bob')
+    assert (await as_token(cluster, tmp_path, alice, '--as=bob', 'get', 'pods')).returncode == 0
+    refused = await api.get('/api/v1/pods', headers={'Authorization': f'Bearer {alice}', 'Impersonate-User': 'bob',
+                                                     'Impersonate-Group': 'admins'})
+    assert 'User "alice" cannot impersonate resource "groups"' in refused['message']
+    assert (await as_token(cluster, tmp_path, alice, '--as=carol', 'get', 'pods')).returncode == 1
+    grouped = await api.get('/api/v1/pods', headers={'Impersonate-Group': 'admins'})
+    assert grouped.status == 500 and 'without impersonating a user' in grouped['message']
 
 
-async def test_an_explicit_deny_wins_over_an_allow():
-    policy = Policy.allow_all()
-    policy.deny(user="mallory", verbs=["create"])
-    status = await decide(policy, sar(user="mallory"))
-    assert status["allowed"] is False and status["denied"] is True
-    assert "denied by test policy rule" in status["reason"]
-    assert (await decide(policy, sar(user="mallory", verb="get")))["allowed"] is True
+async def test_requests_without_or_with_unknown_credentials(cluster, api, tmp_path):
+    anonymous = await api.get('/api/v1/namespaces/default/pods', headers={'Authorization': ''})
+    assert anonymous.status == 403
+    assert anonymous['message'] == ('pods is forbidden: User "system:anonymous" cannot list resource "pods" in API '
+                                    'group "" in the namespace "default"')
+    assert (await api.get('/version', headers={'Authorization': ''})).status == 200
+    unknown = await api.get('/api/v1/pods', headers={'Authorization': 'Bearer nope'})
+    assert unknown.status == 401 and unknown['reason'] == 'Unauthorized'
+    assert (await as_token(cluster, tmp_path, 'nope', 'get', 'pods')).returncode == 1
 
 
-async def test_group_rules_apply_to_members():
-    policy = Policy()
-    policy.allow(group="devs", verbs=["*"])
-    assert (await decide(policy, sar(user="carol", groups=["devs"])))["allowed"] is True
-    assert (await decide(policy, sar(user="carol", groups=["ops"])))["allowed"] is False
+async def test_service_account_tokens_authenticate_as_the_service_account(cluster, kubectl, tmp_path):
+    await kubectl('create', 'namespace', 'team-a')
+    await kubectl('create', 'serviceaccount', 'robot', '-n', 'team-a')
+    token = (await kubectl('create', 'token', 'robot', '-n', 'team-a')).stdout.strip()
+    refused = await as_token(cluster, tmp_path, token, 'get', 'pods', '-n', 'team-a')
+    assert ('User "system:serviceaccount:team-a:robot" cannot list resource "pods" in API group "" in the namespace '
+            '"team-a"') in refused.stderr
+    await kubectl('create', 'rolebinding', 'robot-view', '--clusterrole=view', '--serviceaccount=team-a:robot',
+                  '-n', 'team-a')
+    assert (await as_token(cluster, tmp_path, token, 'get', 'pods', '-n', 'team-a')).returncode == 0
+    await kubectl('delete', 'serviceaccount', 'robot', '-n', 'team-a')
+    assert (await as_token(cluster, tmp_path, token, 'get', 'pods', '-n', 'team-a')).returncode == 1
 
 
-@pytest.mark.parametrize(
-    ("resources", "resource", "subresource", "expected"),
-    [
-        (["pods"], "pods", "", True),
-        (["pods"], "pods", "log", False),
-        (["pods/log"], "pods", "log", True),
-        (["*/log"], "jobs", "log", True),
-        (["*"], "pods", "exec", True),
-    ],
-    ids=[
-        "a resource matches itself",
-        "a resource does not cover its subresources",
-        "resource/sub names a subresource",
-        "*/sub names that subresource of any resource",
-        "* covers subresources too (RBAC)",
-    ],
-)
-async def test_subresources_follow_rbac(resources, resource, subresource, expected):
-    policy = Policy()
-    policy.allow(user="alice", verbs=["get"], resources=resources, api_groups=[""])
-    request = sar(verb="get", group="", resource=resource, subresource=subresource)
-    assert (await decide(policy, request))["allowed"] is expected
+async def test_a_pod_bound_token_carries_the_pod_and_ends_with_it(cluster, api, kubectl):
+    await kubectl('create', 'namespace', 'team-a')
+    await kubectl('create', 'serviceaccount', 'worker', '-n', 'team-a')
+    pod = {'metadata': {'name': 'w-1'}, 'spec': {'serviceAccountName': 'worker',
+                                                 'containers': [{'name': 'c', 'image': 'python'}]}}
+    created = (await api.post('/api/v1/namespaces/team-a/pods', pod)).body
+    request = {'apiVersion': 'authentication.k8s.io/v1', 'kind': 'TokenRequest',
+               'spec': {'boundObjectRef': {'kind': 'Pod', 'apiVersion': 'v1', 'name': 'w-1'},
+                        'expirationSeconds': 3600}}
+    issued = await api.post('/api/v1/namespaces/team-a/serviceaccounts/worker/token', request)
+    assert issued.status == 201 and issued['spec']['boundObjectRef']['uid'] == created['metadata']['uid']
+    bearer = {'Authorization': f'Bearer {issued["status"]["token"]}'}
+    review = {'apiVersion': 'authorization.k8s.io/v1', 'kind': 'SelfSubjectAccessReview',
+              'spec': {'resourceAttributes': {'verb': 'get', 'resource': 'pods', 'namespace': 'team-a'}}}
+    assert (await api.post(SSAR, review, headers=bearer)).status == 201
+    seen = cluster.access_reviews[-1]
+    assert seen['user'] == 'system:serviceaccount:team-a:worker' and seen['allowed'] is False
+    assert 'system:serviceaccounts:team-a' in seen['groups']
+    await api.delete('/api/v1/namespaces/team-a/pods/w-1')
+    assert (await api.post(SSAR, review, headers=bearer)).status == 401
+    missing = dict(request, spec={'boundObjectRef': {'kind': 'Pod', 'name': 'w-1'}})
+    assert (await api.post('/api/v1/namespaces/team-a/serviceaccounts/worker/token', missing)).status == 404
+    short = dict(request, spec={'expirationSeconds': 60})
+    assert (await api.post('/api/v1/namespaces/team-a/serviceaccounts/worker/token', short)).status == 422
 
 
-async def test_names_and_namespaces_narrow_a_rule():
-    policy = Policy()
-    policy.allow(user="alice", verbs=["get"], names=["s1"], namespaces=["team-a"])
-    assert (await decide(policy, sar(verb="get", name="s1")))["allowed"] is True
-    assert (await decide(policy, sar(verb="get", name="s2")))["allowed"] is False
-    assert (await decide(policy, sar(verb="get", name="s1", namespace="team-b")))["allowed"] is False
-    assert (await decide(policy, sar(verb="get", name="s1", namespace="")))["allowed"] is False
+async def test_access_reviews_are_answered_by_rbac(cluster, api, kubectl):
+    await kubectl('create', 'namespace', 'team-a')
+    assert (await api.post(SAR, sar('alice'))).body['status'] == {'allowed': False}
+    await kubectl('create', 'rolebinding', 'alice-view', '--clusterrole=view', '--user=alice', '-n', 'team-a')
+    status = (await api.post(SAR, sar('alice'))).body['status']
+    assert status == {'allowed': True,
+                      'reason': 'RBAC: allowed by RoleBinding "alice-view/team-a" of ClusterRole "view" to User "alice"'}
+    assert (await api.post(SAR, sar('alice', namespace='team-b'))).body['status']['allowed'] is False
+    assert (await api.post(SAR, sar('root', ['system:masters'], verb='delete'))).body['status']['allowed'] is True
+    bad = {'apiVersion': 'authorization.k8s.io/v1', 'kind': 'SubjectAccessReview', 'spec': {'user': 'alice'}}
+    assert (await api.post(SAR, bad)).status == 422
+    assert cluster.access_reviews[-1]['user'] == 'root'
+    # Reviewing others is itself a permission: alice may only ask about herself.
+    alice = {'Authorization': f'Bearer {cluster.add_user("alice")}'}
+    assert (await api.post(SAR, sar('bob'), headers=alice)).status == 403
+    own = {'apiVersion': 'authorization.k8s.io/v1', 'kind': 'SelfSubjectAccessReview',
+           'spec': {'resourceAttributes': {'verb': 'list', 'resource': 'pods', 'namespace': 'team-a'}}}
+    assert (await api.post(SSAR, own, headers=alice)).body['status']['allowed'] is True
 
 
-async def test_non_resource_urls_match_exactly_or_by_prefix():
-    policy = Policy()
-    policy.allow(user="alice", verbs=["get"], non_resource_urls=["/healthz", "/metrics/*"])
-    assert (await decide(policy, sar(path="/healthz")))["allowed"] is True
-    assert (await decide(policy, sar(path="/metrics/x")))["allowed"] is True
-    assert (await decide(policy, sar(path="/version")))["allowed"] is False
-    assert (await decide(policy, sar(verb="get", resource="pods", group="")))["allowed"] is False
+async def test_cluster_roles_are_aggregated_into_the_roles_that_select_them(api, kubectl):
+    await kubectl('create', 'namespace', 'team-a')
+    await kubectl('create', 'rolebinding', 'alice-edit', '--clusterrole=edit', '--user=alice', '-n', 'team-a')
+    widgets = {'apiGroups': ['networking.k8s.io'], 'resources': ['networkpolicies'], 'verbs': ['get', 'list']}
+    assert (await kubectl('--as=alice', 'auth', 'can-i', 'list', 'networkpolicies.networking.k8s.io', '-n', 'team-a',
+                          check=False)).stdout == 'no\n'
+    await api.post('/apis/rbac.authorization.k8s.io/v1/clusterroles', {
+        'metadata': {'name': 'widgets-view', 'labels': {'rbac.authorization.k8s.io/aggregate-to-view': 'true'}},
+        'rules': [widgets]})
+    for aggregated in ('view', 'edit', 'admin'):
+        role = (await api.get(f'/apis/rbac.authorization.k8s.io/v1/clusterroles/{aggregated}')).body
+        assert widgets in role['rules'], aggregated
+    assert (await kubectl('--as=alice', 'auth', 'can-i', 'list', 'networkpolicies.networking.k8s.io', '-n', 'team-a')).stdout \
+        == 'yes\n'
+    await api.delete('/apis/rbac.authorization.k8s.io/v1/clusterroles/widgets-view')
+    view = (await api.get('/apis/rbac.authorization.k8s.io/v1/clusterroles/view')).body
+    assert widgets not in view['rules']
+    assert rbac.MASTERS in (await api.get(
+        '/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/cluster-admin')).body['subjects'][0]['name']
 
 
-async def test_system_masters_are_always_allowed():
-    status = await decide(Policy(), sar(user="admin", groups=["system:masters"]))
-    assert status["allowed"] is True
-
-
-async def test_revoke_removes_grants():
-    policy = Policy()
-    policy.allow(user="alice", verbs=["create"])
-    policy.allow(user="alice", verbs=["get"])
-    policy.allow(user="bob", verbs=["create"])
-    assert policy.revoke(user="alice", verbs=["create"]) == 1
-    assert (await decide(policy, sar()))["allowed"] is False
-    assert (await decide(policy, sar(verb="get")))["allowed"] is True
-    assert policy.revoke(user="alice") == 1
-    assert (await decide(policy, sar(verb="get")))["allowed"] is False
-    rule = policy.allow_rules[0]
-    assert policy.revoke(rule) == 1 and policy.allow_rules == []
-
-
-async def test_every_review_is_recorded():
-    policy = Policy.allow_all()
-    await decide(policy, sar(name="in-1"))
-    await decide(policy, sar(path="/healthz"))
-    first, second = policy.record
-    assert first["user"] == "alice" and first["verb"] == "create" and first["resource"] == "agentinputs"
-    assert first["namespace"] == "team-a" and first["name"] == "in-1" and first["allowed"] is True
-    assert second["path"] == "/healthz" and second["allowed"] is True
-    policy.clear_record()
-    assert policy.record == []
-
-
-async def test_a_self_subject_access_review_uses_the_requesting_user():
-    policy = Policy()
-    policy.allow(user="alice", verbs=["create"])
-    request = sar(user="")
-    request["kind"] = "SelfSubjectAccessReview"
-    del request["spec"]["user"], request["spec"]["groups"]
-    result = await review(FakeCluster(policy), request, user_info={"username": "alice", "groups": []})
-    assert result["status"]["allowed"] is True
-    assert result["kind"] == "SelfSubjectAccessReview"
-    result = await review(FakeCluster(policy), request, user_info={"username": "bob", "groups": []})
-    assert result["status"]["allowed"] is False
-
-
-async def test_a_local_review_takes_its_namespace_from_metadata():
-    policy = Policy()
-    policy.allow(user="alice", verbs=["create"], namespaces=["team-a"])
-    request = sar()
-    del request["spec"]["resourceAttributes"]["namespace"]
-    request["kind"] = "LocalSubjectAccessReview"
-    request["metadata"] = {"namespace": "team-a"}
-    assert (await decide(policy, request))["allowed"] is True
-
-
-async def test_a_review_without_attributes_is_invalid():
-    request = sar()
-    del request["spec"]["resourceAttributes"]
-    with pytest.raises(FieldError) as info:
-        await review(FakeCluster(None), request)
-    assert info.value.status == 422
-    assert info.value.causes[0]["field"] == "spec.resourceAttributes"
-
-
-async def test_the_input_review_is_not_mutated():
-    request = sar()
-    before = repr(request)
-    result = await review(FakeCluster(Policy.allow_all()), request)
-    assert repr(request) == before
-    assert result["spec"] == request["spec"] and "status" not in request
-
-
-def test_a_rule_needs_a_subject():
-    with pytest.raises(ValueError):
-        Policy().allow(verbs=["get"])
+async def test_nobody_grants_permissions_they_do_not_hold(cluster, kubectl, tmp_path):
+    await kubectl('create', 'namespace', 'team-a')
+    await kubectl('create', 'rolebinding', 'alice-admin', '--clusterrole=admin', '--user=alice', '-n', 'team-a')
+    alice = cluster.add_user('alice', ['devs'])
+    held = await as_token(cluster, tmp_path, alice, 'create', 'role', 'cm-reader', '--verb=get',
+                          '--resource=configmaps', '-n', 'team-a')
+    assert held.returncode == 0, held.stderr
+    refused = await as_token(cluster, tmp_path, alice, 'create', 'role', 'secrets-all', '--verb=*',
+                             '--resource=secrets', '-n', 'team-a')
+    assert refused.returncode == 1
+    assert ('roles.rbac.authorization.k8s.io "secrets-all" is forbidden: user "alice" (groups=["devs" '
+            '"system:authenticated"]) is attempting to grant RBAC permissions not currently held:\n'
+            '{APIGroups:[""], Resources:["secrets"], Verbs:["*"]}') in refused.stderr
+    # Binding a role is granting its rules: edit is within admin, cluster-admin is not.
+    assert (await as_token(cluster, tmp_path, alice, 'create', 'rolebinding', 'bob-edit', '--clusterrole=edit',
+                           '--user=bob', '-n', 'team-a')).returncode == 0
+    refused = await as_token(cluster, tmp_path, alice, 'create', 'rolebinding', 'bob-root',
+                             '--clusterrole=cluster-admin', '--user=bob', '-n', 'team-a')
+    assert 'is attempting to grant RBAC permissions not currently held' in refused.stderr
+    # ... unless she may `bind` that role.
+    await kubectl('create', 'clusterrole', 'bind-root', '--verb=bind', '--resource=clusterroles',
+                  '--resource-name=cluster-admin')
+    await kubectl('create', 'rolebinding', 'alice-bind-root', '--clusterrole=bind-root', '--user=alice', '-n', 'team-a')
+    assert (await as_token(cluster, tmp_path, alice, 'create', 'rolebinding', 'bob-root',
+                           '--clusterrole=cluster-admin', '--user=bob', '-n', 'team-a')).returncode == 0

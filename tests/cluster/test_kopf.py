@@ -60,7 +60,7 @@ async def test_kopf_operator_lifecycle(cluster, api, monkeypatch, storage, caplo
                                               'containers': [{'name': 'main', 'image': 'busybox:1.36'}]}}}}
         kopf.adopt(job, owner=body)
         created.append(name)
-        async with ApiClient(cluster.api_url) as client:
+        async with ApiClient(cluster.api_url, headers=cluster.admin_headers, ssl=cluster.client_ssl()) as client:
             reply = await client.post(f'/apis/batch/v1/namespaces/{namespace}/jobs', job)
         assert reply.status == 201, reply.body
         patch.status['phase'] = 'Running'

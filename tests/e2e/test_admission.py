@@ -19,11 +19,12 @@ async def snapshot(stack: Stack, kind: str, name: str) -> dict:
 
 
 async def set_default_model(stack: Stack, model: str) -> None:
-    cm = await stack.get("configmap", CONFIGMAP, OPERATOR_NS)
+    cm = await stack.get("configmap", CONFIGMAP, OPERATOR_NS, admin=True)
     config = yaml.safe_load(cm["data"]["config.yaml"])
     config["defaults"]["model"] = model
     patch = {"data": {"config.yaml": yaml.safe_dump(config)}}
-    await stack.kubectl("patch", "configmap", CONFIGMAP, "-n", OPERATOR_NS, "--type=merge", "-p", json.dumps(patch))
+    await stack.kubectl("patch", "configmap", CONFIGMAP, "-n", OPERATOR_NS, "--type=merge", "-p", json.dumps(patch),
+                        admin=True)
 
 
 async def wait_default_model(stack: Stack, model: str, probe: str, agent_name: str) -> None:

@@ -26,7 +26,7 @@ async def request(cluster: Any, method: str, path: str, body: Any = None,
                   content_type: str = "application/json") -> tuple[int, dict]:
     async with aiohttp.ClientSession() as http, http.request(
             method, cluster.api_url + path, data=json.dumps(body) if body is not None else None,
-            headers={"Content-Type": content_type}) as r:
+            headers={"Content-Type": content_type, **cluster.admin_headers}, ssl=cluster.client_ssl()) as r:
         return r.status, await r.json()
 
 

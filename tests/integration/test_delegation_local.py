@@ -1,4 +1,4 @@
-"""Delegation where the test needs the local stack's hands: SubjectAccessReview policies,
+"""Delegation where the test needs the local stack's hands: people's permissions changed,
 a worker killed mid-turn, and the operator's configuration changed at run time."""
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ import pytest
 import yaml
 
 from sessionops.kube import load_api_client
-from tests.cluster.authz import Policy
+from tests import identities
 from tests.e2e import manifests as m
 from tests.e2e.manifests import PARENT_RUN, children_of, listed, phase, start_turn
-from tests.stack import CONFIGMAP, OPERATOR_NS, Stack
+from tests.stack import CONFIGMAP, OPERATOR_NS, USER_BINDING, Stack
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -34,10 +34,10 @@ def tool_results(requests: list[dict[str, Any]], user_text: str) -> list[str]:
 
 
 async def send_as(stack: Stack, user: str, manifest: dict[str, Any], plural: str = "agentinputs") -> None:
-    """Create an object as ``user`` (the test cluster's X-Test-User header)."""
+    """Create an object as ``user``: the administrator impersonates them (``kubectl --as``)."""
     def create() -> None:
-        client = load_api_client(str(stack.kubeconfig))
-        client.set_default_header("X-Test-User", user)
+        client = load_api_client(str(stack.admin_kubeconfig))
+        client.set_default_header("Impersonate-User", user)
         try:
             kubernetes.client.CustomObjectsApi(client).create_namespaced_custom_object(
                 "sessionops.dev", "v1alpha1", stack.namespace, plural, manifest)
@@ -61,10 +61,8 @@ async def test_only_an_identity_allowed_to_delegate_for_a_run_makes_its_children
     await stack.wait_for("arun", f"{name}-t1", phase("Waiting"), timeout=90)
     child = m.session(f"{name}-kid", name)
     child["spec"]["delegation"] = {"parentRun": f"{name}-t1", "toolCallId": "call_x", "name": "kid"}
-    policy = Policy()
-    policy.deny(user="mallory", verbs=["delegate"], resources=["agentruns"], api_groups=["sessionops.dev"])
-    policy.allow(user="*")
-    cluster.authz_policy = policy
+    # mallory may use agents here (edit) but holds no `delegate` verb, which only the workers' Role grants.
+    await stack.kubectl("create", "rolebinding", "mallory-edit", "--clusterrole=edit", "--user=mallory", admin=True)
     try:
         code, message = await refused_as(stack, "mallory", child, "agentsessions")
         assert code == 403 and "spec.delegation.parentRun: mallory may not delegate" in message
@@ -81,7 +79,7 @@ async def test_only_an_identity_allowed_to_delegate_for_a_run_makes_its_children
         res = await stack.kubectl("label", "asess", name, "sessionops.dev/depth=0", check=False)
         assert res.returncode != 0 and "set by sessionops and immutable" in res.stderr
     finally:
-        cluster.authz_policy = None
+        await stack.kubectl("delete", "rolebinding", "mallory-edit", admin=True)
     missing = m.session(f"{name}-kid2", name)
     missing["spec"]["delegation"] = {"parentRun": f"{name}-t9", "toolCallId": "call_x", "name": "kid"}
     code, message = await refused_as(stack, "alice", missing, "agentsessions")
@@ -94,23 +92,28 @@ async def test_a_target_agent_the_submitter_may_not_use_is_refused_and_nothing_i
     await stack.apply(m.agent("delegate-forbidden", systemPrompt="Privileged."))
     await stack.apply(m.agent(name))
     await stack.apply(m.session(name, name, model="replay/delegate-denied"))
-    policy = Policy()
-    policy.deny(user="alice", verbs=["get"], resources=["agents"], api_groups=["sessionops.dev"],
-                names=["delegate-forbidden"])
-    policy.allow(user="*")
-    cluster.authz_policy = policy
+    # alice may use this test's Agent, but not delegate-forbidden: her edit binding gives way to a Role.
+    await stack.apply(identities.role("alice-narrow", stack.namespace, [
+        {"apiGroups": ["sessionops.dev"], "resources": ["agents"], "verbs": ["get"], "resourceNames": [name]},
+        {"apiGroups": ["sessionops.dev"], "resources": ["agentsessions", "agentinputs", "agentruns"],
+         "verbs": ["get", "list", "watch", "create", "update", "patch"]},
+        {"apiGroups": ["sessionops.dev"], "resources": ["tools", "skills", "mcpservers"], "verbs": ["use"]}]),
+        admin=True)
+    await stack.kubectl("create", "rolebinding", "alice-narrow", "--role=alice-narrow", "--user=alice", admin=True)
+    await stack.kubectl("delete", "rolebinding", USER_BINDING, admin=True)
     try:
         await send_as(stack, "alice", m.message(f"{name}-1", name, f"go {name}", delivery="FollowUp"))
         run = await stack.wait_for("arun", f"{name}-t1", phase("Succeeded", "Failed"), timeout=90)
     finally:
-        cluster.authz_policy = None
+        await stack.kubectl("create", "rolebinding", USER_BINDING, "--clusterrole=edit", "--user=alice", admin=True)
+        await stack.kubectl("delete", "rolebinding,role", "alice-narrow", admin=True)
     assert run["status"]["phase"] == "Succeeded", run["status"]
     assert run["status"]["result"]["text"] == "I could not hand this over."
     assert await children_of(stack, f"{name}-t1") == []
     [result] = tool_results(await stack.replay_requests("delegate-denied"), f"go {name}")
     assert "refused" in result and "alice may not get agents" in result and "delegate-forbidden" in result
     assert any(r.get("user") == "alice" and r.get("name") == "delegate-forbidden" and not r["allowed"]
-               for r in policy.record)
+               for r in cluster.access_reviews)
 
 
 async def test_a_parent_worker_lost_mid_turn_is_retried_and_reuses_its_child(local: tuple) -> None:
@@ -138,14 +141,15 @@ async def test_a_parent_worker_lost_mid_turn_is_retried_and_reuses_its_child(loc
 
 async def write_config(stack: Stack, config: dict[str, Any]) -> None:
     patch = {"data": {"config.yaml": yaml.safe_dump(config)}}
-    await stack.kubectl("patch", "configmap", CONFIGMAP, "-n", OPERATOR_NS, "--type=merge", "-p", json.dumps(patch))
+    await stack.kubectl("patch", "configmap", CONFIGMAP, "-n", OPERATOR_NS, "--type=merge", "-p", json.dumps(patch),
+                        admin=True)
 
 
 @contextlib.asynccontextmanager
 async def configured(stack: Stack, **changes: Any) -> AsyncIterator[None]:
     """The operator's config.yaml (watched at run time) with ``changes`` (a mapping value is
     merged into the section), restored afterwards."""
-    cm = await stack.get("configmap", CONFIGMAP, OPERATOR_NS)
+    cm = await stack.get("configmap", CONFIGMAP, OPERATOR_NS, admin=True)
     before = yaml.safe_load(cm["data"]["config.yaml"])
     merged = {k: {**before.get(k, {}), **v} if isinstance(v, dict) else v for k, v in changes.items()}
     await write_config(stack, {**before, **merged})

@@ -6,7 +6,13 @@ controller does (``<job>-<5 chars>``, labels ``job-name``, ``batch.kubernetes.io
 with ``blockOwnerDeletion``), sets the Job's ``startTime`` and ``active: 1``, and runs
 the container's command as a real subprocess (``python`` is ``sys.executable``) with
 the environment resolved from the pod spec (``envresolve``), ``KUBECONFIG`` pointing
-at the test cluster and ``HOSTNAME`` = the pod name. When the process exits the Pod
+at the test cluster and ``HOSTNAME`` = the pod name. The process authenticates as the pod's
+ServiceAccount, as with a projected token: the runner asks for a token bound to the pod (a
+TokenRequest with ``boundObjectRef``) and writes it into a kubeconfig of the pod's own, so
+the worker is ``system:serviceaccount:<ns>:<sa>`` with the pod's name in its user info and
+the token dies with the pod (``automountServiceAccountToken: false`` gives no token). The
+runner itself, playing the kubelet and the Job controller, uses the kubeconfig it was given.
+When the process exits the Pod
 gets phase ``Succeeded`` / ``Failed`` with a terminated container status (exit code,
 reason ``Completed`` / ``Error`` / ``OOMKilled``) and the Job ``succeeded`` / ``failed``,
 ``active: 0`` and the conditions of a Job with ``backoffLimit: 0`` (``Complete`` after
@@ -60,6 +66,7 @@ from pathlib import Path
 from typing import Any
 
 import kubernetes
+import yaml
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
@@ -77,6 +84,8 @@ UNSCHEDULABLE = ("0/1 nodes are available: 1 node(s) didn't match Pod's node aff
 SESSION_LABEL = "sessionops.dev/session"
 _SUFFIX_CHARS = "bcdfghjklmnpqrstvwxz2456789"
 WATCH_SECONDS = 30
+TOKEN_SECONDS = 3607
+"""Lifetime of a worker's token (a kubelet's default projected token lifetime)."""
 """Server-side timeout of one watch request; the watch is restarted after it."""
 MEMORY_SAMPLE_SECONDS = 0.1
 BASE_ENV_KEYS = ("PATH", "LANG", "LC_ALL", "TZ", "PYTHONPATH", "VIRTUAL_ENV", "COVERAGE_PROCESS_START")
@@ -411,13 +420,14 @@ class PodRunner:
             self._remove_finalizer(namespace, pod_name)
             return
 
+        kubeconfig = self._pod_kubeconfig(pod)
         mounts = self._mounts(pod, container, job)
         workdir = _host_path(container.get("workingDir") or "", mounts) or self._session_dir(job)
         env = {k: str(p) if (p := _host_path(v, mounts)) else v for k, v in env.items()}
         tmp = mounts.get("/tmp") or self.scratch / namespace / pod_name / "tmp"
         tmp.mkdir(parents=True, exist_ok=True)
         process_env = {k: os.environ[k] for k in BASE_ENV_KEYS if k in os.environ}
-        process_env.update(HOME=str(workdir), HOSTNAME=pod_name, KUBECONFIG=str(self.kubeconfig),
+        process_env.update(HOME=str(workdir), HOSTNAME=pod_name, KUBECONFIG=str(kubeconfig),
                            TMPDIR=str(tmp), PYTHONUNBUFFERED="1", **self.extra_env)
         process_env.update(env)
         argv = [*(container.get("command") or []), *(container.get("args") or [])]
@@ -458,6 +468,33 @@ class PodRunner:
             threading.Thread(target=self._watch_memory, args=(proc,), daemon=True).start()
         if deleted:  # the Job was deleted while we were starting it
             self._terminate(proc, True)
+
+    def _pod_kubeconfig(self, pod: dict[str, Any]) -> Path:
+        """A kubeconfig with a token for the pod's ServiceAccount, bound to the pod (the projected token)."""
+        meta, spec = pod["metadata"], pod["spec"]
+        config = yaml.safe_load(self.kubeconfig.read_text())
+        context = next(c for c in config["contexts"] if c["name"] == config["current-context"])["context"]
+        user: dict[str, Any] = {}
+        if spec.get("automountServiceAccountToken") is not False:
+            account = spec.get("serviceAccountName") or "default"
+            issued = self.kube.request(
+                "POST", f"/api/v1/namespaces/{meta['namespace']}/serviceaccounts/{account}/token",
+                body={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                      "spec": {"expirationSeconds": TOKEN_SECONDS,
+                               "boundObjectRef": {"kind": "Pod", "apiVersion": "v1", "name": meta["name"],
+                                                  "uid": meta["uid"]}}})
+            user = {"token": issued["status"]["token"]}
+        cluster = next(c for c in config["clusters"] if c["name"] == context["cluster"])
+        own = {"apiVersion": "v1", "kind": "Config", "clusters": [cluster],
+               "users": [{"name": "pod", "user": user}],
+               "contexts": [{"name": "pod", "context": {"cluster": cluster["name"], "user": "pod",
+                                                        "namespace": meta["namespace"]}}],
+               "current-context": "pod"}
+        path = self.scratch / meta["namespace"] / meta["name"] / "kubeconfig"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(yaml.safe_dump(own))
+        path.chmod(0o600)
+        return path
 
     def _mounts(self, pod: dict[str, Any], container: dict[str, Any], job: dict[str, Any]) -> dict[str, Path]:
         """mountPath -> host directory, for the container's emptyDir volumes."""

@@ -15,6 +15,7 @@ import pytest
 
 from sessionops.kube import load_api_client
 from sessionops.worker.k8s import WorkerKube
+from tests.cluster import FaithfulCluster
 from tests.podrunner import PodRunner
 from tests.podrunner.runner import FINALIZER
 from tests.podrunner.threaded import threaded_cluster
@@ -24,14 +25,19 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
-def kube(tmp_path: Path) -> Iterator[WorkerKube]:
-    with threaded_cluster(tmp_path / "kubeconfig", bookmark_interval=0.2, strict=True):
-        client = WorkerKube(load_api_client(str(tmp_path / "kubeconfig")))
-        client.request("POST", "/api/v1/namespaces", body={"metadata": {"name": NS}})
-        client.request("POST", f"/api/v1/namespaces/{NS}/secrets",
-                       body={"metadata": {"name": "creds"}, "stringData": {"token": "s3cret"}})
-        yield client
-        client.close()
+def served(tmp_path: Path) -> Iterator[FaithfulCluster]:
+    with threaded_cluster(tmp_path / "kubeconfig", bookmark_interval=0.2, strict=True) as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def kube(served: FaithfulCluster, tmp_path: Path) -> Iterator[WorkerKube]:
+    client = WorkerKube(load_api_client(str(tmp_path / "kubeconfig")))
+    client.request("POST", "/api/v1/namespaces", body={"metadata": {"name": NS}})
+    client.request("POST", f"/api/v1/namespaces/{NS}/secrets",
+                   body={"metadata": {"name": "creds"}, "stringData": {"token": "s3cret"}})
+    yield client
+    client.close()
 
 
 @pytest.fixture
@@ -229,3 +235,36 @@ def test_the_cli_runs_jobs_until_terminated(kube: WorkerKube, tmp_path: Path) ->
         cli.send_signal(signal.SIGTERM)
         assert cli.wait(timeout=15) == 0
     assert "job jobs/via-cli: Complete" in (tmp_path / "cli-logs" / "podrunner.log").read_text()
+
+
+WHOAMI = """
+import json
+from sessionops.kube import load_api_client
+from kubernetes.client import AuthorizationV1Api
+review = AuthorizationV1Api(load_api_client()).create_self_subject_access_review(
+    {"spec": {"resourceAttributes": {"verb": "get", "resource": "pods", "namespace": "jobs"}}})
+print(json.dumps(review.status.allowed))
+"""
+
+
+def test_a_container_authenticates_as_its_pods_service_account_with_a_pod_bound_token(
+        kube: WorkerKube, runner: PodRunner, served: FaithfulCluster) -> None:
+    kube.request("POST", f"/api/v1/namespaces/{NS}/serviceaccounts", body={"metadata": {"name": "robot"}})
+    body = job("whoami", WHOAMI)
+    body["spec"]["template"]["spec"]["serviceAccountName"] = "robot"
+    create(kube, body)
+    execution = runner.wait_execution("whoami")
+    assert execution.exit_code == 0, execution.output()
+    [review] = served.access_reviews
+    assert review["user"] == "system:serviceaccount:jobs:robot" and review["allowed"] is False
+    assert "system:serviceaccounts:jobs" in review["groups"]
+    assert review["extra"]["authentication.kubernetes.io/pod-name"] == [execution.pod]
+
+
+def test_a_job_whose_service_account_does_not_exist_gets_no_pod(kube: WorkerKube, runner: PodRunner) -> None:
+    body = job("nobody", "print('never')")
+    body["spec"]["template"]["spec"]["serviceAccountName"] = "ghost"
+    create(kube, body)
+    with pytest.raises(RuntimeError, match='error looking up service account jobs/ghost'):
+        runner.wait_execution("nobody", timeout=15)
+    assert pods(kube) == []

@@ -3,7 +3,7 @@
 The shared ``cluster`` fixture serves from the test's own event loop, so anything that
 blocks (the official Kubernetes client, the pod runner's threads waiting on the test)
 would stall the server it talks to. Here the same ``FaithfulCluster`` runs on a thread
-of its own; attributes such as ``cluster.authz_policy`` are set from the test as usual.
+of its own; its attributes (``cluster.access_reviews``, ``cluster.add_user()``) are used from the test as usual.
 """
 
 from __future__ import annotations

@@ -28,11 +28,15 @@ from sessionops.execution import jobs, segments
 from sessionops.replay import ReplayServer
 from sessionops.scheduling.names import SESSION_LABEL
 from sessionops.worker.k8s import CUSTOM, WorkerKube
+from tests import identities
 from tests.cluster import FaithfulCluster
 from tests.podrunner import Execution, PodRunner
 
 NS = "team-a"
 ALICE = SubmittedBy(username="alice", uid="uid-alice", groups=["team-a-devs", "system:authenticated"])
+ALICE_EDIT = "alice-edit"
+"""alice's RoleBinding to the aggregated ``edit`` ClusterRole in NS: what lets her use agents there."""
+OPERATOR_NS = "sessionops-system"
 POLL = 0.05
 
 
@@ -80,6 +84,22 @@ class Stack:
     def patch(self, plural: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
         return self.kube.request("PATCH", f"{CUSTOM}/namespaces/{NS}/{plural}/{name}", body=body,
                                  content_type="application/merge-patch+json")
+
+    # alice's permissions, as an administrator changes them (RBAC has no deny: narrowing is re-granting).
+    def restrict_alice(self, rules: list[dict[str, Any]]) -> None:
+        """Replace alice's ``edit`` binding in NS by a Role with exactly these rules."""
+        rbac = f"/apis/rbac.authorization.k8s.io/v1/namespaces/{NS}"
+        self.kube.request("DELETE", f"{rbac}/rolebindings/{ALICE_EDIT}")
+        self.kube.request("POST", f"{rbac}/roles", body=identities.role("alice-only", NS, rules))
+        self.kube.request("POST", f"{rbac}/rolebindings",
+                          body=identities.binding_to_role("alice-only", NS, "alice-only", users=[ALICE.username]))
+
+    def restore_alice(self) -> None:
+        """Back to the ``edit`` binding of the fixture."""
+        rbac = f"/apis/rbac.authorization.k8s.io/v1/namespaces/{NS}"
+        self.kube.request("DELETE", f"{rbac}/rolebindings/alice-only")
+        self.kube.request("POST", f"{rbac}/rolebindings",
+                          body=identities.role_binding(ALICE_EDIT, NS, "edit", users=[ALICE.username]))
 
     def agent(self, name: str = "helper", **spec: Any) -> dict[str, Any]:
         return self.create("agents", {"kind": "Agent", "metadata": {"name": name},

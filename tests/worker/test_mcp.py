@@ -24,7 +24,6 @@ from mcp.server.fastmcp import Context, FastMCP
 from sessionops.api.snapshot import McpServer, SecretHeaders
 from sessionops.worker.access import Access
 from sessionops.worker.mcp import McpTools, server_connections
-from tests.cluster.authz import Policy
 from tests.worker.harness import ALICE, NS, Stack
 
 TOKEN = "calc-token-s3cret"
@@ -219,10 +218,10 @@ def test_worker_calls_an_mcp_tool_and_succeeds_with_its_result(stack: Stack, cal
 
 
 def test_denied_mcp_server_is_hidden_and_its_call_refused(stack: Stack, calc: Calc) -> None:
-    policy = Policy()
-    policy.deny(user="*", verbs=["use"], resources=["mcpservers"], api_groups=["sessionops.dev"], names=["calc"])
-    policy.allow(user="*")
-    stack.cluster.authz_policy = policy
+    # alice may use the Agent, its tools and skills, but no MCP server.
+    stack.restrict_alice([
+        {"apiGroups": ["sessionops.dev"], "resources": ["agents"], "verbs": ["get"]},
+        {"apiGroups": ["sessionops.dev"], "resources": ["tools", "skills"], "verbs": ["use"]}])
     _mcp_session(stack, calc)
 
     run, _ = stack.segment("s1-t1")

@@ -7,7 +7,6 @@ import datetime
 import signal
 
 from sessionops.cancellation import pairing_errors
-from tests.cluster.authz import Policy
 from tests.worker.harness import NS, Stack, wait_for
 
 
@@ -118,20 +117,20 @@ def test_question_waitpoint_is_answered_by_a_resume(stack: Stack) -> None:
     assert '"answer": "Go"' in answer and '"answer": ["lint", "unit tests"]' in answer
 
 
-def _revoke_agent(stack: Stack) -> Policy:
-    """alice may use everything except the Agent itself."""
-    policy = Policy()
-    policy.deny(user="alice", verbs=["get"], resources=["agents"], api_groups=["sessionops.dev"], names=["helper"])
-    policy.allow(user="*")
-    stack.cluster.authz_policy = policy
-    return policy
+USE_EVERYTHING = {"apiGroups": ["sessionops.dev"], "resources": ["tools", "skills", "mcpservers"], "verbs": ["use"]}
+TOOLS = ["read_file", "write_file", "list_files", "run_shell", "ask_user", "load_skill", "delegate"]
+
+
+def _revoke_agent(stack: Stack) -> None:
+    """alice may use every tool, skill and MCP server, but no longer the Agent itself."""
+    stack.restrict_alice([USE_EVERYTHING])
 
 
 def test_revoked_agent_access_fails_the_run_before_any_model_call(stack: Stack) -> None:
     stack.session("s1", stack.snapshot("tools-then-answer"))
     stack.message("s1-i1", "s1", "Hello?")
     stack.turn("s1-t1", "s1", ["s1-i1"])
-    policy = _revoke_agent(stack)
+    _revoke_agent(stack)
 
     run, execution = stack.segment("s1-t1")
 
@@ -141,7 +140,8 @@ def test_revoked_agent_access_fails_the_run_before_any_model_call(stack: Stack) 
     assert (condition["type"], condition["reason"]) == ("Failed", "AccessRevoked")
     assert "'helper'" in condition["message"] and "alice" in condition["message"]
     assert stack.requests() == []
-    assert policy.record[0]["user"] == "alice"
+    assert stack.cluster.access_reviews[0]["user"] == "alice"
+    assert stack.cluster.access_reviews[0]["resource"] == "agents" and not stack.cluster.access_reviews[0]["allowed"]
 
 
 def test_resume_after_revocation_fails_without_running_the_call_and_the_next_turn_closes_it(
@@ -161,7 +161,7 @@ def test_resume_after_revocation_fails_without_running_the_call_and_the_next_tur
     assert "call_parallel-approval_0_1" not in [m.tool_call_id for m in state.values["messages"] if m.type == "tool"]
 
     # Access is back: the next turn first pairs the failed turn's open call with an error result.
-    stack.cluster.authz_policy = None
+    stack.restore_alice()
     stack.message("s1-i3", "s1", "Try something else.")
     stack.turn("s1-t2", "s1", ["s1-i3"])
     run, _ = stack.segment("s1-t2")
@@ -174,10 +174,11 @@ def test_resume_after_revocation_fails_without_running_the_call_and_the_next_tur
 
 
 def test_revoked_tool_is_hidden_from_the_model_and_refused_at_the_call(stack: Stack) -> None:
-    policy = Policy()
-    policy.deny(user="*", verbs=["use"], resources=["tools"], api_groups=["sessionops.dev"], names=["read_file"])
-    policy.allow(user="*")
-    stack.cluster.authz_policy = policy
+    stack.restrict_alice([
+        {"apiGroups": ["sessionops.dev"], "resources": ["agents"], "verbs": ["get"]},
+        {"apiGroups": ["sessionops.dev"], "resources": ["tools"], "verbs": ["use"],
+         "resourceNames": [t for t in TOOLS if t != "read_file"]},
+        {"apiGroups": ["sessionops.dev"], "resources": ["skills", "mcpservers"], "verbs": ["use"]}])
     stack.session("s1", stack.snapshot("tools-then-answer"))
     stack.message("s1-i1", "s1", "What is in this project?")
     stack.turn("s1-t1", "s1", ["s1-i1"])

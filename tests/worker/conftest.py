@@ -59,8 +59,10 @@ def stack(tmp_path: Path, replay: ReplayServer, pg_dsn: str) -> Iterator[Stack]:
         kube.request("POST", f"/api/v1/namespaces/{NS}/secrets",
                      body={"metadata": {"name": "sessionops-database"}, "stringData": {"url": pg_dsn}})
         replay.records.clear()
+        # The grace period must exceed the worker's own SIGTERM deadline (segment.TERMINATE_TIMEOUT, 5 s),
+        # as a kubelet's 30 s default does: equal values raced, and a loaded machine lost the race.
         runner = PodRunner(tmp_path / "kubeconfig", tmp_path / "workdirs", log_dir=tmp_path / "logs",
-                           max_grace_seconds=5)
+                           max_grace_seconds=10)
         with runner:
             stack = Stack(cluster=cluster, kube=kube, runner=runner, replay=replay, dsn=pg_dsn,
                           config=operator_config(replay), workdirs=tmp_path / "workdirs")

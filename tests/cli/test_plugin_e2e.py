@@ -8,6 +8,7 @@ it as real processes: the console script, ``python -m sessionops.cli`` and ``kub
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
 from pathlib import Path
@@ -99,10 +100,38 @@ async def test_approval_conversation(stack: Stack, name: str) -> None:
     res = await plugin(stack, "approve", run)
     assert res.exit_code == 0, res.output
     assert f"resumed run {run} with input {run}-wp-" in res.stdout
+    # Following the transcript (watch API) prints the rest of the turn as it happens, each step once.
+    res = await plugin(stack, "transcript", run, "--follow", "--timeout", RUN_TIMEOUT)
+    assert res.exit_code == 0, res.output
+    followed = lines(res.stdout)
+    assert any("final answer: Wrote hello.sh and ran it." in line for line in followed), followed
+    assert len(followed) == len(set(followed))
     res = await plugin(stack, "watch", run, "--timeout", RUN_TIMEOUT, "--interval", "0.2")
     assert res.exit_code == 0, res.output
     out = lines(res.stdout)
     assert out[out.index(f"result of {run}:") + 1] == "Wrote hello.sh and ran it."
+
+    # The whole turn, in order, through the Kubernetes API only.
+    res = await plugin(stack, "transcript", run)
+    assert res.exit_code == 0, res.output
+    out = lines(res.stdout)
+    assert out[0] == f"turn {run} (Succeeded)"
+    kinds = [line.split("] ", 1)[1] for line in out[1:]]
+    assert kinds[0] == "user: Write hello.sh and run it."
+    assert kinds[2].startswith("call write_file ") and kinds[3] == 'call run_shell command="sh hello.sh" timeout_seconds=30'
+    assert kinds[4].startswith("result write_file (success): wrote ")
+    assert kinds[5] == "waiting for approval: run_shell"
+    assert kinds[6].startswith("approved run_shell by ")
+    assert kinds[7].startswith("result run_shell (success): exit code 0") and "hello from sessionops" in kinds[7]
+    assert kinds[8].startswith("final answer: Wrote hello.sh and ran it. (")
+    res = await plugin(stack, "transcript", name, "-o", "json")
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert doc["run"] == run and doc["phase"] == "Succeeded"
+    assert [s["kind"] for s in doc["steps"]] == ["UserMessage", "AssistantMessage", "ToolCall", "ToolCall",
+                                                 "ToolResult", "Wait", "Decision", "ToolResult", "FinalAnswer"]
+    listed = await stack.kubectl("get", "agenttranscripts", "-l", f"sessionops.dev/run={run}", "-o", "name")
+    assert listed.stdout.split() == [f"agenttranscript.sessionops.dev/{run}-t0"]
 
     res = await plugin(stack, "approve", run)
     assert res.exit_code == 2

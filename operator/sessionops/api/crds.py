@@ -56,8 +56,9 @@ KINDS: list[dict[str, Any]] = [
         _column("Waitpoint", ".status.waitpoint.kind"), _column("Model", ".spec.contextSnapshot.model"),
         _column("Cancel", ".spec.cancel", "boolean", priority=1),
         _column("Result", ".status.result.text", priority=1), AGE]},
+    # Written whole by the worker (no status: nothing observes a chunk).
     {"model": AgentTranscript, "plural": "agenttranscripts", "singular": "agenttranscript", "short": ["atr"],
-     "columns": [_column("Run", ".spec.run"), _column("Session", ".spec.session"),
+     "status": False, "columns": [_column("Run", ".spec.run"), _column("Session", ".spec.session"),
                  _column("Index", ".spec.index", "integer"), AGE]},
 ]
 
@@ -130,7 +131,7 @@ def crd(kind: dict[str, Any]) -> dict[str, Any]:
                       "singular": kind["singular"], "shortNames": kind["short"], "categories": ["sessionops"]},
             "versions": [{
                 "name": VERSION, "served": True, "storage": True,
-                "subresources": {"status": {}},
+                "subresources": {"status": {}} if kind.get("status", True) else {},
                 "additionalPrinterColumns": kind["columns"],
                 "schema": {"openAPIV3Schema": openapi_schema(model)},
             }],

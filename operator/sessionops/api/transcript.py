@@ -60,6 +60,8 @@ class TranscriptStep(ApiModel):
 
 
 class AgentTranscriptSpec(ApiModel):
+    """Written by the run's worker; readers list the chunks by the run label."""
+
     run: str = Field(description="The AgentRun (turn) this chunk belongs to.")
     session: str = Field(description="The AgentSession of the run.")
     index: int = Field(ge=0, description="Position of this chunk in the turn's transcript (0, 1, ...).")
@@ -72,7 +74,7 @@ class AgentTranscript(ApiModel):
     api_version: str = "sessionops.dev/v1alpha1"
     kind: Literal["AgentTranscript"] = "AgentTranscript"
     metadata: dict[str, Any] = Field(default_factory=dict)
-    spec: AgentTranscriptSpec
+    spec: AgentTranscriptSpec = Field(description="The chunk's run, position and steps.")
 
 
 def chunk_name(run: str, index: int) -> str:

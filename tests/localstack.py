@@ -108,6 +108,7 @@ def up() -> None:
     kubeconfig = DEV / "kubeconfig"
 
     cluster = _spawn("cluster", "-m", "tests.cluster", "serve", "--kubeconfig", str(kubeconfig),
+                     "--pod-logs", str(DEV / "pods"),
                      "--service", f"{OPERATOR_NS}/{WEBHOOK_SERVICE}=127.0.0.1:{webhook_port}")
     _record("cluster", cluster)
     _wait_line("cluster", r"serving (http://\S+)", cluster)

@@ -253,6 +253,7 @@ async def running_stack(root: Path, *, namespace: str = "team-a", operator: bool
         async with running_cluster(kubeconfig=root / "kubeconfig", bookmark_interval=1.0) as cluster, \
                 ReplayServer(dirs=[EXAMPLES_REPLAY]) as replay:
             cluster.service_endpoints[(OPERATOR_NS, WEBHOOK_SERVICE)] = ("127.0.0.1", webhook_port)
+            cluster.pod_log_dir = root / "pods"  # the pod runner's log_dir below: pods/log
             stack = Stack(root=root, kubeconfig=root / "kubeconfig", database_url=dsn, replay_url=replay.url,
                           namespace=namespace, webhook_port=webhook_port, metrics_port=metrics_port)
             await install(stack, list(replay.scenarios), [namespace], checkpoint_retention=checkpoint_retention)

@@ -132,6 +132,14 @@ async def test_approval_conversation(stack: Stack, name: str) -> None:
                                                  "ToolResult", "Wait", "Decision", "ToolResult", "FinalAnswer"]
     listed = await stack.kubectl("get", "agenttranscripts", "-l", f"sessionops.dev/run={run}", "-o", "name")
     assert listed.stdout.split() == [f"agenttranscript.sessionops.dev/{run}-t0"]
+    # The worker's log, where kubectl looks: each line names the run, the segment and the step.
+    logs = await stack.kubectl("logs", f"job/{run}-2")
+    assert f"run {run} segment {run}-2: step decision:call_parallel-approval_0_1 Decision run_shell" in logs.stdout
+    assert f"run {run} segment {run}-2: reported Succeeded" in logs.stdout
+    pods = await stack.kubectl("get", "pods", "-l", f"job-name={run}-1", "-o", "name")
+    logs = await stack.kubectl("logs", pods.stdout.split()[0], "--tail", "2")
+    messages = [json.loads(line)["message"] for line in lines(logs.stdout)]
+    assert len(messages) == 2 and f"run {run} segment {run}-1: reported Waiting" in messages
 
     res = await plugin(stack, "approve", run)
     assert res.exit_code == 2

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import pathlib
 import signal
 import sys
 
@@ -34,6 +35,7 @@ async def _serve(args: argparse.Namespace) -> None:
                                bookmark_interval=args.bookmark_interval) as cluster:
         for key, address in args.service:
             cluster.service_endpoints[key] = address
+        cluster.pod_log_dir = args.pod_logs
         print(f'serving {cluster.api_url}; kubeconfig: {args.kubeconfig}', flush=True)
         await stop.wait()
         errors = list(cluster.errors)
@@ -51,6 +53,8 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument('--bookmark-interval', type=float, default=5.0, help='seconds between watch bookmarks')
     serve.add_argument('--service', type=_parse_service, action='append', default=[],
                        help='NS/NAME=HOST:PORT: where a Service reference (webhooks) resolves to')
+    serve.add_argument('--pod-logs', type=pathlib.Path, default=None,
+                       help="the pod runner's --log-dir: served as pods/<name>/log")
     args = parser.parse_args(argv)
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(_serve(args))

@@ -34,6 +34,7 @@ from . import (
     hooks,
     openapi,
     patching,
+    podlogs,
     protobuf,
     selectors,
     tables,
@@ -151,6 +152,7 @@ class FaithfulCluster(kmock.KubernetesEmulator):
         self.service_endpoints: dict[tuple[Any, ...], tuple[str, int]] = {}
         self.tokens: dict[str, dict[str, Any]] = {}
         self.kubeconfig: Path | None = None
+        self.pod_log_dir: Path | None = None  # where the pod runner writes container logs (pods/log)
         self._builtins = {(d.group, d.version, d.plural): d for d in builtin.BUILTINS}
         self._crd_defs: dict[tuple[str, str, str], ResourceDef] = {}
         self._bootstrap()
@@ -347,7 +349,8 @@ class FaithfulCluster(kmock.KubernetesEmulator):
         if method == 'GET':
             obj = self._get_or_404(ctx)
             if sub == 'log':
-                return aiohttp.web.Response(text='', content_type='text/plain')
+                return aiohttp.web.Response(text=podlogs.pod_log(self.pod_log_dir, obj, ctx.params),
+                                            content_type='text/plain')
             if as_table:
                 return self._json(ctx, self._table(ctx, [self._present(rdef, obj)],
                                                    {'resourceVersion': obj['metadata']['resourceVersion']}))

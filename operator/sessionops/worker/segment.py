@@ -175,7 +175,7 @@ class Segment:
                 "answers": transcript.answer_steps(status.get("waitpoint"), resume, redactor),
             }
             self.publisher = Publisher(self.kube, run, env.segment_name,
-                                       now=lambda: outcome.now_iso(self.now())).start()
+                                       now=self._step_time).start()
             dispatcher = Dispatcher(self.kube, env.namespace, env.run, snapshot, access, status.get("children") or [])
             graph = build_agent(snapshot, model=model, workdir=Path(env.workdir), checkpointer=saver,
                                 skills=skills, extra_tools=[*mcp_tools, delegate_tool(dispatcher.dispatch)],
@@ -198,6 +198,10 @@ class Segment:
         self._prune(thread_id)
         usage = outcome.usage_of(outcome.turn_messages(messages, plan.turn_start_ids(inputs)))
         return self._report(verdict, usage)
+
+    def _step_time(self) -> str:
+        """Milliseconds: steps of one second stay ordered by time, and readers can measure their delay."""
+        return self.now().astimezone(datetime.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
     def _prune(self, thread_id: str) -> None:
         """Retention after the segment's last write, still under the Lease, so no other writer of

@@ -88,6 +88,7 @@ def project(messages: Sequence[BaseMessage], *, decisions: Mapping[str, Step] | 
     decisions = decisions or {}
     answers = answers or {}
     steps: list[Step] = []
+    call_args: dict[str, dict[str, Any]] = {}
     last_ai = max((i for i, m in enumerate(messages) if isinstance(m, AIMessage)), default=-1)
     for i, m in enumerate(messages):
         if isinstance(m, HumanMessage):
@@ -103,6 +104,7 @@ def project(messages: Sequence[BaseMessage], *, decisions: Mapping[str, Step] | 
             for call in m.tool_calls:
                 call_id = call["id"] or ""
                 args = redact.value(dict(call.get("args") or {}))
+                call_args[call_id] = args
                 if call["name"] == QUESTION_TOOL:
                     steps.append(_step(f"question:{call_id}", StepKind.QUESTION, tool=call["name"],
                                        tool_call_id=call_id, args=args))
@@ -117,9 +119,11 @@ def project(messages: Sequence[BaseMessage], *, decisions: Mapping[str, Step] | 
         elif isinstance(m, ToolMessage):
             text, cut = cap(redact.text(message_text(m)), result_max)
             status = "cancelled" if (m.id or "").startswith("cancel:") else (m.status or "success")
-            kind = StepKind.CHILD if m.name == DELEGATE_TOOL else StepKind.TOOL_RESULT
-            steps.append(_step(f"result:{m.tool_call_id}", kind, tool=m.name, tool_call_id=m.tool_call_id,
-                               text=text, truncated=cut, status=status))
+            child = m.name == DELEGATE_TOOL
+            steps.append(_step(f"result:{m.tool_call_id}", StepKind.CHILD if child else StepKind.TOOL_RESULT,
+                               tool=m.name, tool_call_id=m.tool_call_id, text=text, truncated=cut, status=status,
+                               # A child's result names the child (the call's name and message).
+                               args=call_args.get(m.tool_call_id) if child else None))
     return steps
 
 

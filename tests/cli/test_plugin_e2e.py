@@ -74,8 +74,11 @@ async def test_approval_conversation(stack: Stack, name: str) -> None:
     out = lines(res.stdout)
     assert f"{run}: Running -> Waiting" in out
     assert any(line.startswith("Approval needed (wp-") for line in out)
-    [row] = [line for line in out if "run_shell" in line]
-    assert 'command="sh hello.sh" timeout_seconds=30' in row and "Approve/Reject" in row
+    [row] = [line for line in out if "run_shell" in line and "Approve/Reject" in line]
+    assert 'command="sh hello.sh" timeout_seconds=30' in row
+    # The steps so far, from the transcript, before the waitpoint table.
+    calls = [line for line in out if "call run_shell" in line]
+    assert len(calls) == 1 and out.index(calls[0]) < out.index(row)
     assert f"kubectl sessionops approve {run} -n {ns}" in out
 
     await session_phase(stack, name, "Waiting")
@@ -110,6 +113,9 @@ async def test_approval_conversation(stack: Stack, name: str) -> None:
     assert res.exit_code == 0, res.output
     out = lines(res.stdout)
     assert out[out.index(f"result of {run}:") + 1] == "Wrote hello.sh and ran it."
+    # watch prints the turn's steps (from watch events on its transcript) before the result.
+    assert any("final answer: Wrote hello.sh and ran it." in line for line in out[:out.index(f"result of {run}:")])
+    assert sum("call run_shell" in line for line in out) == 1
 
     # The whole turn, in order, through the Kubernetes API only.
     res = await plugin(stack, "transcript", run)

@@ -142,7 +142,9 @@ def _connect(kubeconfig: Path | None, context: str | None, namespace: str | None
 
 
 def _watcher(kube: Kube, out: Console, timeout: float | None, interval: float = 0.5, **kw: Any) -> Watcher:
-    return Watcher(kube, out, timeout=timeout, interval=interval, **kw)
+    # The run's steps arrive through the watch API (a plain Kube only: test doubles script phases).
+    steps = (lambda run: transcript.StepFollower(kube, out, run).start()) if isinstance(kube, Kube) else None
+    return Watcher(kube, out, timeout=timeout, interval=interval, steps=steps, **kw)
 
 
 def _describe_input(obj: dict[str, Any]) -> str:

@@ -157,3 +157,74 @@ def _ended(kube: Kube, session: str | None, runs: list[dict[str, Any]]) -> bool:
     else:
         phase = (kube.get(RUNS, runs[0]["metadata"]["name"]).get("status") or {}).get("phase")
     return phase in TERMINAL_PHASES or phase == "Waiting"
+
+
+class StepFollower:
+    """Prints a run's new transcript steps from watch events, in a thread, while ``watch``
+    follows the run's phases. ``stop`` lists once more, so every step is printed (in order)
+    before the watcher prints the result."""
+
+    def __init__(self, kube: Kube, out: Console, run: str) -> None:
+        import threading
+
+        self.kube, self.out, self.run = kube, out, run
+        self.selector = f"{RUN_LABEL}={run}"
+        self.printed: set[str] = set()
+        self.chunks: dict[str, dict[str, Any]] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name=f"steps-{run}", daemon=True)
+
+    def start(self) -> StepFollower:
+        self._version = self._list()
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Idempotent: the first call ends the watch and prints what is left."""
+        if self._stop.is_set():
+            return
+        self._stop.set()
+        self._thread.join(timeout=2 * WATCH_STOP)
+        self._list()
+
+    def _list(self) -> str | None:
+        listed = self.kube.api.list_namespaced_custom_object(GROUP, VERSION, self.kube.namespace, TRANSCRIPTS,
+                                                             label_selector=self.selector,
+                                                             _request_timeout=REQUEST_TIMEOUT)
+        for c in listed.get("items") or []:
+            self._take(c)
+        return listed["metadata"].get("resourceVersion")
+
+    def _take(self, chunk: dict[str, Any]) -> None:
+        with self._lock:
+            self.chunks[chunk["metadata"]["name"]] = chunk
+            for step in steps_of(self.chunks.values()):
+                if step["id"] not in self.printed:
+                    self.printed.add(step["id"])
+                    self.out.print(f"  {line(step)}")
+
+    def _loop(self) -> None:
+        from kubernetes import watch
+        from kubernetes.client.exceptions import ApiException
+
+        while not self._stop.is_set():
+            try:
+                for event in watch.Watch().stream(
+                        self.kube.api.list_namespaced_custom_object, GROUP, VERSION, self.kube.namespace, TRANSCRIPTS,
+                        label_selector=self.selector, resource_version=self._version, timeout_seconds=WATCH_STOP,
+                        allow_watch_bookmarks=True):
+                    obj = event["object"]
+                    self._version = obj["metadata"].get("resourceVersion") or self._version
+                    if event["type"] in ("ADDED", "MODIFIED"):
+                        self._take(obj)
+                    if self._stop.is_set():
+                        return
+            except ApiException as e:
+                if e.status != 410:  # anything but an expired version: the phases go on without steps
+                    return
+                self._version = self._list()  # 410 Gone: list again and watch from there
+
+
+WATCH_STOP = 1
+"""Seconds of one watch request of ``StepFollower``: how long ``stop`` may wait for it."""

@@ -206,6 +206,13 @@ async def test_cancel_pauses_the_queue_and_continue_resumes_it(stack: Stack, nam
     assert res.exit_code == 0 and lines(res.stdout) == [f"cancel already requested for run {run} (phase Cancelled)"]
     assert (await stack.get("arun", run))["status"]["phase"] == "Cancelled"
     await session_phase(stack, name, "Paused")
+    # The cancelled turn's transcript marks the call that never ran.
+    res = await plugin(stack, "transcript", run)
+    assert res.exit_code == 0, res.output
+    out = lines(res.stdout)
+    assert out[0] == f"turn {run} (Cancelled)"
+    assert out[-1].endswith("result run_shell (cancelled): cancelled with the turn"), out
+    assert sum("result write_file (success)" in line for line in out) == 1
 
     res = await plugin(stack, "send", name, "Try again, please.", "--key", "again")
     assert res.exit_code == 0, res.output  # received and queued while the queue is paused

@@ -20,6 +20,7 @@ from sessionops.scheduling.names import SESSION_LABEL
 TRANSCRIPTS = "agenttranscripts"
 EXCERPT = 200
 """Characters of a tool result shown per line (``-o json`` prints it whole, as stored)."""
+DECIDED = {"Approve": "approved", "Reject": "rejected"}
 WATCH_ROUND = 5
 """Seconds of one watch request; between rounds the run's phase is re-read (did it end?)."""
 
@@ -44,7 +45,19 @@ def read(kube: Kube, run: dict[str, Any]) -> list[dict[str, Any]]:
     result = kube.api.list_namespaced_custom_object(GROUP, VERSION, kube.namespace, TRANSCRIPTS,
                                                     label_selector=f"{RUN_LABEL}={name}",
                                                     _request_timeout=REQUEST_TIMEOUT)
-    return steps_of(result.get("items") or [])
+    return with_cancelled(steps_of(result.get("items") or []), (run.get("status") or {}).get("phase"))
+
+
+def with_cancelled(steps: list[dict[str, Any]], phase: str | None) -> list[dict[str, Any]]:
+    """A cancelled turn's calls without a result are marked cancelled: the worker was stopped
+    before they ended, and the cancellation closed exactly those calls in the checkpoint. Pure."""
+    if phase != "Cancelled":
+        return steps
+    answered = {s.get("toolCallId") for s in steps if s["kind"] in ("ToolResult", "Child")}
+    open_calls = [s for s in steps if s["kind"] in ("ToolCall", "Question") and s.get("toolCallId") not in answered]
+    return [*steps, *({"id": f"result:{c['toolCallId']}", "kind": "ToolResult", "tool": c.get("tool"),
+                       "toolCallId": c["toolCallId"], "status": "cancelled", "text": "cancelled with the turn"}
+                      for c in open_calls)]
 
 
 def _args(args: dict[str, Any] | None) -> str:
@@ -68,7 +81,8 @@ def line(step: dict[str, Any]) -> str:
         "Steer": lambda: f"steer: {_one_line(step.get('text'))}",
         "AssistantMessage": lambda: f"assistant: {_one_line(step.get('text'))}{tokens}",
         "ToolCall": lambda: f"call {tool} {_args(step.get('args'))}",
-        "Decision": lambda: f"{str(step.get('status', '')).lower()}d {tool} by {step.get('decidedBy') or '?'}"
+        "Decision": lambda: f"{DECIDED.get(step.get('status') or '', step.get('status'))} {tool} "
+                            f"by {step.get('decidedBy') or '?'}"
                             + (f": {step['text']}" if step.get("text") else ""),
         "ToolResult": lambda: f"result {tool} ({step.get('status')}): {_one_line(step.get('text'), EXCERPT)}",
         "Question": lambda: f"question {_args(step.get('args'))}",

@@ -168,7 +168,7 @@ def up(model: DemoModel) -> None:
     tokens.chmod(0o600)
 
     cluster = _spawn("cluster", "-m", "tests.cluster", "serve", "--kubeconfig", str(admin_kubeconfig),
-                     "--token-auth-file", str(tokens),
+                     "--token-auth-file", str(tokens), "--pod-logs", str(DEV / "pods"),
                      "--service", f"{OPERATOR_NS}/{WEBHOOK_SERVICE}=127.0.0.1:{webhook_port}")
     _record("cluster", cluster)
     _wait_line("cluster", r"serving (https://\S+)", cluster)

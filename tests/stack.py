@@ -301,6 +301,7 @@ async def running_stack(root: Path, *, namespace: str = "team-a", operator: bool
         async with running_cluster(kubeconfig=root / "admin.kubeconfig", bookmark_interval=1.0) as cluster, \
                 ReplayServer(dirs=[EXAMPLES_REPLAY]) as replay:
             cluster.service_endpoints[(OPERATOR_NS, WEBHOOK_SERVICE)] = ("127.0.0.1", webhook_port)
+            cluster.pod_log_dir = root / "pods"  # the pod runner's log_dir below: pods/log
             user = kubeconfig_with_token(root / "admin.kubeconfig", root / "kubeconfig",
                                          cluster.add_user(USER, USER_GROUPS), namespace)
             stack = Stack(root=root, kubeconfig=user, database_url=dsn, replay_url=replay.url,

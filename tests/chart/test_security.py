@@ -301,3 +301,19 @@ def test_aggregation_into_the_standard_roles_can_be_turned_off(renderer: Any) ->
     names = [d["metadata"]["name"] for d in parse_docs(out.stdout) if d["kind"] == "ClusterRole"]
     assert f"{RELEASE}-view" not in names and f"{RELEASE}-edit" not in names
     assert f"{RELEASE}-operator" in names
+
+
+def test_user_roles_grant_transcripts_exactly_where_they_grant_runs(rendered: Rendered) -> None:
+    """A transcript is read under its run's RBAC: every aggregated (user-facing) role that may
+    read runs may read transcripts, and no role grants transcripts without runs."""
+    aggregated = [r for r in rendered.of_kind("ClusterRole")
+                  if any(k.startswith("rbac.authorization.k8s.io/aggregate-to-")
+                         for k in (r["metadata"].get("labels") or {}))]
+    assert aggregated, "the chart aggregates reading sessionops objects into view/edit/admin"
+    for role in aggregated:
+        for verb in ("get", "list", "watch"):
+            runs = _allows(role["rules"], "sessionops.dev", "agentruns", verb)
+            assert runs == _allows(role["rules"], "sessionops.dev", "agenttranscripts", verb), role["metadata"]
+    for role in [d for d in rendered.docs if d["kind"] in ROLE_KINDS]:
+        if _allows(role["rules"], "sessionops.dev", "agenttranscripts", "get"):
+            assert _allows(role["rules"], "sessionops.dev", "agentruns", "get"), role["metadata"]["name"]

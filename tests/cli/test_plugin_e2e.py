@@ -8,6 +8,7 @@ it as real processes: the console script, ``python -m sessionops.cli`` and ``kub
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
 from pathlib import Path
@@ -73,8 +74,11 @@ async def test_approval_conversation(stack: Stack, name: str) -> None:
     out = lines(res.stdout)
     assert f"{run}: Running -> Waiting" in out
     assert any(line.startswith("Approval needed (wp-") for line in out)
-    [row] = [line for line in out if "run_shell" in line]
-    assert 'command="sh hello.sh" timeout_seconds=30' in row and "Approve/Reject" in row
+    [row] = [line for line in out if "run_shell" in line and "Approve/Reject" in line]
+    assert 'command="sh hello.sh" timeout_seconds=30' in row
+    # The steps so far, from the transcript, before the waitpoint table.
+    calls = [line for line in out if "call run_shell" in line]
+    assert len(calls) == 1 and out.index(calls[0]) < out.index(row)
     assert f"kubectl sessionops approve {run} -n {ns}" in out
 
     await session_phase(stack, name, "Waiting")
@@ -99,10 +103,49 @@ async def test_approval_conversation(stack: Stack, name: str) -> None:
     res = await plugin(stack, "approve", run)
     assert res.exit_code == 0, res.output
     assert f"resumed run {run} with input {run}-wp-" in res.stdout
+    # Following the transcript (watch API) prints the rest of the turn as it happens, each step once.
+    res = await plugin(stack, "transcript", run, "--follow", "--timeout", RUN_TIMEOUT)
+    assert res.exit_code == 0, res.output
+    followed = lines(res.stdout)
+    assert any("final answer: Wrote hello.sh and ran it." in line for line in followed), followed
+    assert len(followed) == len(set(followed))
     res = await plugin(stack, "watch", run, "--timeout", RUN_TIMEOUT, "--interval", "0.2")
     assert res.exit_code == 0, res.output
     out = lines(res.stdout)
     assert out[out.index(f"result of {run}:") + 1] == "Wrote hello.sh and ran it."
+    # watch prints the turn's steps (from watch events on its transcript) before the result.
+    assert any("final answer: Wrote hello.sh and ran it." in line for line in out[:out.index(f"result of {run}:")])
+    assert sum("call run_shell" in line for line in out) == 1
+
+    # The whole turn, in order, through the Kubernetes API only.
+    res = await plugin(stack, "transcript", run)
+    assert res.exit_code == 0, res.output
+    out = lines(res.stdout)
+    assert out[0] == f"turn {run} (Succeeded)"
+    kinds = [line.split("] ", 1)[1] for line in out[1:]]
+    assert kinds[0] == "user: Write hello.sh and run it."
+    assert kinds[2].startswith("call write_file ") and kinds[3] == 'call run_shell command="sh hello.sh" timeout_seconds=30'
+    assert kinds[4].startswith("result write_file (success): wrote ")
+    assert kinds[5] == "waiting for approval: run_shell"
+    assert kinds[6].startswith("approved run_shell by ")
+    assert kinds[7].startswith("result run_shell (success): exit code 0") and "hello from sessionops" in kinds[7]
+    assert kinds[8].startswith("final answer: Wrote hello.sh and ran it. (")
+    res = await plugin(stack, "transcript", name, "-o", "json")
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert doc["run"] == run and doc["phase"] == "Succeeded"
+    assert [s["kind"] for s in doc["steps"]] == ["UserMessage", "AssistantMessage", "ToolCall", "ToolCall",
+                                                 "ToolResult", "Wait", "Decision", "ToolResult", "FinalAnswer"]
+    listed = await stack.kubectl("get", "agenttranscripts", "-l", f"sessionops.dev/run={run}", "-o", "name")
+    assert listed.stdout.split() == [f"agenttranscript.sessionops.dev/{run}-t0"]
+    # The worker's log, where kubectl looks: each line names the run, the segment and the step.
+    logs = await stack.kubectl("logs", f"job/{run}-2")
+    assert f"run {run} segment {run}-2: step decision:call_parallel-approval_0_1 Decision run_shell" in logs.stdout
+    assert f"run {run} segment {run}-2: reported Succeeded" in logs.stdout
+    pods = await stack.kubectl("get", "pods", "-l", f"job-name={run}-1", "-o", "name")
+    logs = await stack.kubectl("logs", pods.stdout.split()[0], "--tail", "2")
+    messages = [json.loads(line)["message"] for line in lines(logs.stdout)]
+    assert len(messages) == 2 and f"run {run} segment {run}-1: reported Waiting" in messages
 
     res = await plugin(stack, "approve", run)
     assert res.exit_code == 2
@@ -163,6 +206,13 @@ async def test_cancel_pauses_the_queue_and_continue_resumes_it(stack: Stack, nam
     assert res.exit_code == 0 and lines(res.stdout) == [f"cancel already requested for run {run} (phase Cancelled)"]
     assert (await stack.get("arun", run))["status"]["phase"] == "Cancelled"
     await session_phase(stack, name, "Paused")
+    # The cancelled turn's transcript marks the call that never ran.
+    res = await plugin(stack, "transcript", run)
+    assert res.exit_code == 0, res.output
+    out = lines(res.stdout)
+    assert out[0] == f"turn {run} (Cancelled)"
+    assert out[-1].endswith("result run_shell (cancelled): cancelled with the turn"), out
+    assert sum("result write_file (success)" in line for line in out) == 1
 
     res = await plugin(stack, "send", name, "Try again, please.", "--key", "again")
     assert res.exit_code == 0, res.output  # received and queued while the queue is paused

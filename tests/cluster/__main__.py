@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import pathlib
 import signal
 import sys
 
@@ -37,6 +38,7 @@ async def _serve(args: argparse.Namespace) -> None:
             cluster.service_endpoints[key] = address
         if args.token_auth_file:
             cluster.authn.load_token_file(args.token_auth_file)
+        cluster.pod_log_dir = args.pod_logs
         print(f'serving {cluster.api_url}; kubeconfig: {args.kubeconfig}', flush=True)
         await stop.wait()
         errors = list(cluster.errors)
@@ -55,6 +57,8 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument('--service', type=_parse_service, action='append', default=[],
                        help='NS/NAME=HOST:PORT: where a Service reference (webhooks) resolves to')
     serve.add_argument('--token-auth-file', help='CSV of people\'s bearer tokens: token,user,uid,"groups"')
+    serve.add_argument('--pod-logs', type=pathlib.Path, default=None,
+                       help="the pod runner's --log-dir: served as pods/<name>/log")
     args = parser.parse_args(argv)
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(_serve(args))

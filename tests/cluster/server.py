@@ -38,6 +38,7 @@ from . import (
     hooks,
     openapi,
     patching,
+    podlogs,
     protobuf,
     rbac,
     selectors,
@@ -170,6 +171,7 @@ class FaithfulCluster(kmock.KubernetesEmulator):
         # Serving certificate: clients send credentials only over TLS (kubectl and helm never over plain HTTP).
         self.tls = certs.make_ca_and_server_cert(['localhost'], ['127.0.0.1'], ca_name='faithful cluster CA',
                                                  valid_for=datetime.timedelta(days=30))
+        self.pod_log_dir: Path | None = None  # where the pod runner writes container logs (pods/log)
         self._builtins = {(d.group, d.version, d.plural): d for d in builtin.BUILTINS}
         self._crd_defs: dict[tuple[str, str, str], ResourceDef] = {}
         self._bootstrap()
@@ -400,7 +402,8 @@ class FaithfulCluster(kmock.KubernetesEmulator):
         if method == 'GET':
             obj = self._get_or_404(ctx)
             if sub == 'log':
-                return aiohttp.web.Response(text='', content_type='text/plain')
+                return aiohttp.web.Response(text=podlogs.pod_log(self.pod_log_dir, obj, ctx.params),
+                                            content_type='text/plain')
             if as_table:
                 return self._json(ctx, self._table(ctx, [self._present(rdef, obj)],
                                                    {'resourceVersion': obj['metadata']['resourceVersion']}))

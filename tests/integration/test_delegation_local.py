@@ -137,6 +137,17 @@ async def test_a_parent_worker_lost_mid_turn_is_retried_and_reuses_its_child(loc
         f"{child['metadata']['name']}-delegated"]
     assert len(await listed(stack, "arun", f"sessionops.dev/session={child['metadata']['name']}")) == 1
     assert tool_results(await stack.replay_requests("delegate-retry"), f"build {name}")[0] == "Helped."
+    # The parent's transcript, through kubectl: the delegated child once, despite the lost segment.
+    listed_chunks = json.loads((await stack.kubectl("get", "agenttranscripts", "-l",
+                                                    f"sessionops.dev/run={name}-t1", "-o", "json")).stdout)
+    steps = [s for c in sorted(listed_chunks["items"], key=lambda c: c["spec"]["index"]) for s in c["spec"]["steps"]]
+    ids = [s["id"] for s in steps]
+    assert len(ids) == len(set(ids))
+    kinds = [s["kind"] for s in steps]
+    assert kinds.count("Child") == 1 and kinds.count("FinalAnswer") == 1 and kinds[-1] == "FinalAnswer"
+    assert [s["tool"] for s in steps if s["kind"] == "ToolCall"].count("delegate") == 1
+    [child_step] = [s for s in steps if s["kind"] == "Child"]
+    assert "Helped." in child_step["text"] and child_step["args"]["name"]
 
 
 async def write_config(stack: Stack, config: dict[str, Any]) -> None:

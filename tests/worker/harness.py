@@ -195,6 +195,11 @@ class Stack:
         return self.kube.get_lease(NS, f"sessionops-{session}")
 
     # Observations.
+    def transcript(self, run: str) -> list[dict[str, Any]]:
+        """The run's transcript steps, chunk after chunk, as a reader gets them from the API."""
+        chunks = self.kube.list_transcripts(NS, run)
+        return [s for c in sorted(chunks, key=lambda c: c["spec"]["index"]) for s in c["spec"]["steps"]]
+
     def requests(self, scenario: str | None = None) -> list[dict[str, Any]]:
         return [r for r in list(self.replay.records) if scenario is None or r["scenario"] == scenario]
 

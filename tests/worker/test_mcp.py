@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import dataclasses
+import json
 import logging
 import socket
 import threading
@@ -231,3 +232,19 @@ def test_denied_mcp_server_is_hidden_and_its_call_refused(stack: Stack, calc: Ca
     assert all("calc__add" not in r["tools"] for r in requests) and "read_file" in requests[0]["tools"]
     assert "not available" in _tool_results(requests[-1])["call_mcp-add_0_0"]
     assert calc.tokens == []  # the server never saw the call
+
+
+def test_mcp_header_values_are_redacted_from_the_transcript(stack: Stack, calc: Calc) -> None:
+    stack.session("s1", stack.snapshot("mcp-add", mcp_servers=[_server("calc", calc.url)]))
+    stack.message("s1-i1", "s1", f"What is 2 + 3? My token is {TOKEN}.")
+    stack.turn("s1-t1", "s1", ["s1-i1"])
+    stack.kube.request("POST", f"/api/v1/namespaces/{NS}/secrets",
+                       body={"metadata": {"name": SECRET}, "stringData": {HEADER: TOKEN}})
+
+    run, execution = stack.segment("s1-t1")
+
+    assert run["status"]["phase"] == "Succeeded"
+    steps = stack.transcript("s1-t1")
+    assert steps[0] == {**steps[0], "kind": "UserMessage", "text": "What is 2 + 3? My token is [REDACTED]."}
+    assert TOKEN not in json.dumps(steps)
+    assert TOKEN not in execution.output()

@@ -81,6 +81,15 @@ def test_parallel_calls_wait_for_approval_then_the_approved_call_runs_without_a_
     assert sum(m.get("role") == "tool" for m in requests[-1]["messages"]) == 2
     assert stack.get("agentinputs", "s1-i2")["status"] == {"phase": "Consumed", "run": "s1-t1"}
     assert "waitpoint" not in run["status"]
+    steps = stack.transcript("s1-t1")
+    assert [(s["kind"], s.get("tool"), s["segment"]) for s in steps] == [
+        ("UserMessage", None, "s1-t1-1"), ("AssistantMessage", None, "s1-t1-1"),
+        ("ToolCall", "write_file", "s1-t1-1"), ("ToolCall", "run_shell", "s1-t1-1"),
+        ("ToolResult", "write_file", "s1-t1-1"), ("Wait", None, "s1-t1-1"),
+        ("Decision", "run_shell", "s1-t1-2"), ("ToolResult", "run_shell", "s1-t1-2"), ("FinalAnswer", None, "s1-t1-2")]
+    assert steps[6]["decidedBy"] == "alice" and steps[6]["status"] == "Approve"
+    assert "hello from sessionops" in steps[7]["text"]
+    assert steps[-1]["text"] == "Wrote hello.sh and ran it." and steps[-1]["usage"]["outputTokens"] > 0
 
 
 def test_rejected_call_returns_an_error_result_to_the_model(stack: Stack) -> None:
@@ -94,6 +103,10 @@ def test_rejected_call_returns_an_error_result_to_the_model(stack: Stack) -> Non
     assert run["status"]["phase"] == "Succeeded"
     results = _tool_messages(stack.requests("parallel-approval")[-1])
     assert results["call_parallel-approval_0_1"] == "rejected by the user: not on a Friday"
+    by_id = {s["id"]: s for s in stack.transcript("s1-t1")}
+    decision = by_id["decision:call_parallel-approval_0_1"]
+    assert (decision["status"], decision["text"], decision["decidedBy"]) == ("Reject", "not on a Friday", "alice")
+    assert by_id["result:call_parallel-approval_0_1"]["status"] == "error"
 
 
 def test_question_waitpoint_is_answered_by_a_resume(stack: Stack) -> None:
@@ -115,6 +128,11 @@ def test_question_waitpoint_is_answered_by_a_resume(stack: Stack) -> None:
     assert run["status"]["result"]["text"] == "Thanks, I will use your choices for the example."
     answer = next(iter(_tool_messages(stack.requests("ask-user")[-1]).values()))
     assert '"answer": "Go"' in answer and '"answer": ["lint", "unit tests"]' in answer
+    steps = stack.transcript("s1-t1")
+    assert [s["kind"] for s in steps] == ["UserMessage", "AssistantMessage", "Question", "Wait", "Answer", "Answer",
+                                          "ToolResult", "FinalAnswer"]
+    assert [s["text"] for s in steps if s["kind"] == "Answer"] == [
+        "Which language should the example use? -> Go", "Which checks should run? -> lint, unit tests"]
 
 
 USE_EVERYTHING = {"apiGroups": ["sessionops.dev"], "resources": ["tools", "skills", "mcpservers"], "verbs": ["use"]}
@@ -200,6 +218,7 @@ def test_killed_worker_is_retried_from_the_checkpoint_without_repeating_complete
     wait_for("write_file's result in the checkpoint while run_shell hangs",
              lambda: (stack.workdir("s1") / ".attempt").exists()
              and any(t.result is not None for t in stack.thread("s1").tasks))
+    wait_for("the worker to publish its tool calls", lambda: len(stack.transcript("s1-t1")) >= 4)
 
     stack.runner.kill("s1-t1-1", signal.SIGKILL)
     killed = stack.runner.wait_execution("s1-t1-1")
@@ -220,6 +239,13 @@ def test_killed_worker_is_retried_from_the_checkpoint_without_repeating_complete
     results = _tool_messages(stack.requests("crash-then-retry")[-1])
     assert results["call_crash-then-retry_0_1"].startswith("exit code 0\nsecond attempt")
     assert len(stack.requests("crash-then-retry")) == 2
+    # The transcript lists each step once: published by the killed worker or by its retry.
+    steps = stack.transcript("s1-t1")
+    ids = [s["id"] for s in steps]
+    assert len(ids) == len(set(ids))
+    assert [s["kind"] for s in steps] == ["UserMessage", "AssistantMessage", "ToolCall", "ToolCall",
+                                          "ToolResult", "ToolResult", "FinalAnswer"]
+    assert steps[3]["segment"] == "s1-t1-1" and steps[-1]["segment"] == "s1-t1-2"
 
 
 def test_steer_is_delivered_into_the_running_turn_exactly_once(stack: Stack) -> None:
@@ -244,6 +270,8 @@ def test_steer_is_delivered_into_the_running_turn_exactly_once(stack: Stack) -> 
     assert [r for r, _ in roles][-2:] == ["tool", "user"]  # after the call's result, before the answer
     ids = [m.id for m in stack.thread("s1").values["messages"]]
     assert ids.count(f"steer:{steer['metadata']['uid']}") == 1
+    kinds = [s["kind"] for s in stack.transcript("s1-t1")]
+    assert kinds.count("Steer") == 1 and kinds[-2:] == ["Steer", "FinalAnswer"]
 
 
 def test_a_second_worker_of_the_session_waits_for_the_lease(stack: Stack) -> None:

@@ -14,6 +14,7 @@ from pydantic import Field, model_validator
 
 from sessionops.api.common import ApiModel, ApprovalMode
 from sessionops.api.snapshot import Summarization
+from sessionops.api.transcript import TOOL_RESULT_MAX
 
 
 class SecretKeyRef(ApiModel):
@@ -72,6 +73,10 @@ class OperatorConfig(ApiModel):
     models: list[ModelEntry] = Field(description="The model catalog: a model is available when listed here.")
     worker: WorkerConfig = Field(default_factory=WorkerConfig, description="Worker Job settings.")
     checkpoint_retention: int = Field(default=20, ge=1, description="Checkpoints kept per thread.")
+    transcript_tool_result_chars: int = Field(
+        default=TOOL_RESULT_MAX, ge=256, le=64 * 1024,
+        description="Characters of each tool result kept in a turn's transcript (the rest is cut with a marker; "
+                    "the checkpoint keeps it whole).")
     delegation_concurrency: int = Field(default=4, ge=1, description="Concurrent running turns per delegation tree.")
     delegation_max_depth: int = Field(
         default=5, ge=1, description="Levels of children below a root session; deeper delegate calls are refused.")

@@ -19,6 +19,7 @@ from sessionops.api.common import ApiModel
 from sessionops.api.input import AgentInput
 from sessionops.api.run import AgentRun
 from sessionops.api.session import AgentSession
+from sessionops.api.transcript import AgentTranscript
 
 # Keywords that are not part of a structural OpenAPI v3 schema (or mean nothing there).
 _DROPPED = {"title", "$defs", "additionalProperties", "discriminator", "examples"}
@@ -57,6 +58,10 @@ KINDS: list[dict[str, Any]] = [
         _column("Waitpoint", ".status.waitpoint.kind"), _column("Model", ".spec.contextSnapshot.model"),
         _column("Cancel", ".spec.cancel", "boolean", priority=1),
         _column("Result", ".status.result.text", priority=1), AGE]},
+    # Written whole by the worker (no status: nothing observes a chunk).
+    {"model": AgentTranscript, "plural": "agenttranscripts", "singular": "agenttranscript", "short": ["atr"],
+     "status": False, "columns": [_column("Run", ".spec.run"), _column("Session", ".spec.session"),
+                 _column("Index", ".spec.index", "integer"), AGE]},
 ]
 
 
@@ -145,7 +150,7 @@ def crd(kind: dict[str, Any]) -> dict[str, Any]:
                       "singular": kind["singular"], "shortNames": kind["short"], "categories": ["sessionops"]},
             "versions": [{
                 "name": VERSION, "served": True, "storage": True,
-                "subresources": {"status": {}},
+                "subresources": {"status": {}} if kind.get("status", True) else {},
                 "additionalPrinterColumns": kind["columns"],
                 "schema": {"openAPIV3Schema": openapi_schema(model)},
             }],

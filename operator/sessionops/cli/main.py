@@ -18,7 +18,7 @@ from rich.text import Text
 from typer.core import TyperGroup
 
 from sessionops.api.common import ApprovalMode
-from sessionops.cli import render
+from sessionops.cli import render, transcript
 from sessionops.cli.client import INPUTS, RUNS, SESSIONS, Kube, connect
 from sessionops.cli.errors import (
     EXIT_CONFLICT,
@@ -142,7 +142,9 @@ def _connect(kubeconfig: Path | None, context: str | None, namespace: str | None
 
 
 def _watcher(kube: Kube, out: Console, timeout: float | None, interval: float = 0.5, **kw: Any) -> Watcher:
-    return Watcher(kube, out, timeout=timeout, interval=interval, **kw)
+    # The run's steps arrive through the watch API (a plain Kube only: test doubles script phases).
+    steps = (lambda run: transcript.StepFollower(kube, out, run).start()) if isinstance(kube, Kube) else None
+    return Watcher(kube, out, timeout=timeout, interval=interval, steps=steps, **kw)
 
 
 def _describe_input(obj: dict[str, Any]) -> str:
@@ -442,6 +444,29 @@ def watch(
     kube = _connect(kubeconfig, context, namespace)
     code = _watcher(kube, _out(), timeout, interval, until_done=until_done).watch(name)
     raise typer.Exit(code)
+
+
+@app.command("transcript")
+def transcript_(
+    name: Annotated[str, typer.Argument(metavar="SESSION|RUN", help="A run (one turn) or a session (every turn, "
+                                        "in order).", show_default=False)],
+    follow: Annotated[bool, typer.Option("--follow", "-f", help="Then print steps as they happen (watch API) "
+                                         "until the run ends or waits.")] = False,
+    output: Annotated[str | None, typer.Option("-o", "--output", help="json or yaml (default: one line per step).",
+                                               show_default=False)] = None,
+    timeout: TimeoutOpt = None,
+    kubeconfig: KubeconfigOpt = None, context: ContextOpt = None, namespace: NamespaceOpt = None,
+) -> None:
+    """Show what the agent did: messages, steers, tool calls, decisions, results, questions,
+    answers, children, waits and the final answer with usage."""
+    if output not in (None, "json", "yaml"):
+        raise typer.BadParameter(f"-o/--output must be json or yaml, not {output!r}", param_hint="-o")
+    if follow and output:
+        raise typer.BadParameter("--follow prints lines; it cannot be combined with -o", param_hint="--follow")
+    kube = _connect(kubeconfig, context, namespace)
+    if follow:
+        raise typer.Exit(transcript.follow(kube, _out(), name, timeout=timeout))
+    raise typer.Exit(transcript.show(kube, _out(), name, output))
 
 
 def main() -> None:

@@ -72,7 +72,7 @@ def run_events(prev: dict[str, Any] | None, cur: dict[str, Any]) -> list[Text]:
 class Watcher:
     def __init__(self, kube: Kube, out: Console, *, timeout: float | None = None, interval: float = 0.5,
                  until_done: bool = False, show_waitpoints: bool = True, clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+                 sleep: Callable[[float], None] = time.sleep, steps: Callable[[str], Any] | None = None) -> None:
         self.kube, self.out = kube, out
         self.timeout, self.interval, self.until_done = timeout, interval, until_done
         self.show_waitpoints = show_waitpoints
@@ -82,6 +82,7 @@ class Watcher:
         self.ns = f" -n {kube.namespace}" if kube.namespace_explicit else ""
         self._status: Any = None
         self.current = ""
+        self.steps = steps  # run name -> a started follower of its transcript (``stop()`` ends it)
 
     # -- entry points ----------------------------------------------------------------------------------------
 
@@ -145,6 +146,19 @@ class Watcher:
         return None
 
     def _follow_run(self, name: str, ignore: set[str]) -> int:
+        follower = self.steps(name) if self.steps is not None else None
+        try:
+            return self._follow_phases(name, ignore, follower)
+        finally:
+            if follower is not None:
+                follower.stop()
+
+    def _follow_phases(self, name: str, ignore: set[str], follower: Any) -> int:
+        def steps_done() -> None:
+            """Every step is printed before the result or the waitpoint."""
+            if follower is not None:
+                follower.stop()
+
         prev: dict[str, Any] | None = None
         shown: set[str] = set()
         answered: dict[str, str] = {}
@@ -157,6 +171,8 @@ class Watcher:
             value = status.get("phase") or "Pending"
             self.final_phase = value
             self._progress(f"run {name} is {value}")
+            if value in ("Succeeded", "Failed", "Cancelled"):
+                steps_done()
             if value == "Succeeded":
                 self.out.print(render.result_block(run))
                 return EXIT_OK
@@ -177,6 +193,8 @@ class Watcher:
                 if wp_id in ignore or wp_id in answered:
                     self._progress(f"run {name}: resuming from {wp_id}")
                 else:
+                    if not self.until_done:
+                        steps_done()
                     if wp_id not in shown and self.show_waitpoints:
                         shown.add(wp_id)
                         self.out.print(render.waitpoint_table(waitpoint))

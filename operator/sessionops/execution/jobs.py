@@ -48,6 +48,7 @@ def job_body(run: dict[str, Any], segment: int, kind: str, *, config: OperatorCo
         _env("SESSIONOPS_SEGMENT_KIND", kind), _env("SESSIONOPS_WORKDIR", WORKDIR),
         _env("SESSIONOPS_LEASE_SECONDS", config.worker.lease_duration_seconds),
         _env("SESSIONOPS_CHECKPOINT_RETENTION", config.checkpoint_retention),
+        _env("SESSIONOPS_TRANSCRIPT_TOOL_RESULT_CHARS", config.transcript_tool_result_chars),
         {"name": "DATABASE_URL", "valueFrom": {"secretKeyRef": {
             "name": config.worker.database_secret.name, "key": config.worker.database_secret.key}}},
         *(model_env(entry) if entry is not None else []),

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from sessionops.api.run import SegmentKind
+from sessionops.api.transcript import TOOL_RESULT_MAX
 
 
 class EnvError(ValueError):
@@ -60,6 +61,8 @@ class WorkerEnv:
     """Host name: the pod name in a cluster (and under the pod runner)."""
     checkpoint_retention: int = 20
     """Checkpoints of the thread kept after each segment (the operator config's ``checkpointRetention``)."""
+    transcript_tool_result_chars: int = TOOL_RESULT_MAX
+    """Characters of a tool result kept in the transcript (``transcriptToolResultChars``)."""
 
     @property
     def segment_name(self) -> str:
@@ -93,6 +96,9 @@ class WorkerEnv:
         retention = int(number("SESSIONOPS_CHECKPOINT_RETENTION", 20) or 0)
         if retention < 1:
             raise EnvError("SESSIONOPS_CHECKPOINT_RETENTION must be at least 1: the latest checkpoint is the thread")
+        result_chars = int(number("SESSIONOPS_TRANSCRIPT_TOOL_RESULT_CHARS", TOOL_RESULT_MAX) or 0)
+        if result_chars < 1:
+            raise EnvError("SESSIONOPS_TRANSCRIPT_TOOL_RESULT_CHARS must be at least 1")
         if lease_seconds < 3:
             raise EnvError("SESSIONOPS_LEASE_SECONDS must be at least 3")
         model = None
@@ -121,4 +127,5 @@ class WorkerEnv:
             lease_wait_seconds=float(number("SESSIONOPS_LEASE_WAIT_SECONDS", 2.0 * lease_seconds, float) or 0),
             identity=env.get("HOSTNAME", "").strip() or socket.gethostname(),
             checkpoint_retention=retention,
+            transcript_tool_result_chars=result_chars,
         )

@@ -20,6 +20,7 @@ from kubernetes.client.exceptions import ApiException
 from sessionops import GROUP, VERSION
 from sessionops.api.input import InputPhase
 from sessionops.api.run import RunPhase
+from sessionops.api.transcript import RUN_LABEL
 from sessionops.kube import load_api_client
 from sessionops.scheduling.names import SESSION_LABEL
 
@@ -166,6 +167,29 @@ class WorkerKube:
                     return False
                 inp = fresh
         return False
+
+    def list_transcripts(self, namespace: str, run: str) -> list[dict[str, Any]]:
+        """The run's transcript chunks (any order)."""
+        result = self.request("GET", f"{CUSTOM}/namespaces/{namespace}/agenttranscripts",
+                              query={"labelSelector": f"{RUN_LABEL}={run}"})
+        return list(result.get("items") or [])
+
+    def put_transcript(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        """Create the chunk, or replace it (under its current resourceVersion when ours is
+        stale: one writer per thread holds the Lease, so a newer version is a dead try's).
+        Safe to repeat: the body is the chunk's whole content, computed from the thread."""
+        path = f"{CUSTOM}/namespaces/{namespace}/agenttranscripts"
+        name = body["metadata"]["name"]
+        try:
+            if (body.get("metadata") or {}).get("resourceVersion") is None:
+                return self.request("POST", path, body=body)
+            return self.request("PUT", f"{path}/{name}", body=body)
+        except Conflict:
+            current = self.read(f"{path}/{name}")
+            if current is None:
+                raise
+            fresh = {**body, "metadata": {**body["metadata"], "resourceVersion": current["metadata"]["resourceVersion"]}}
+            return self.request("PUT", f"{path}/{name}", body=fresh)
 
     def skills(self, namespace: str) -> dict[str, str]:
         """Skill ConfigMaps of the namespace: name -> text (its data values, by key order)."""

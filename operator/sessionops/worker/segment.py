@@ -24,6 +24,7 @@ import os
 import signal
 import sys
 import threading
+import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
@@ -51,9 +52,9 @@ from sessionops.agent.waitpoints import (
     delegation_children,
     waitpoint_from_state,
 )
-from sessionops.api.run import SegmentKind, Usage, WaitpointKind
+from sessionops.api.run import RunPhase, SegmentKind, Usage, WaitpointKind
 from sessionops.api.snapshot import ContextSnapshot
-from sessionops.worker import outcome, plan, thread
+from sessionops.worker import outcome, plan, thread, transcript
 from sessionops.worker.access import Access, agent_check, subjects_of
 from sessionops.worker.delegation import Dispatcher
 from sessionops.worker.env import EnvError, WorkerEnv
@@ -62,6 +63,7 @@ from sessionops.worker.lease import LeaseLost, LeaseUnavailable, SessionLease, w
 from sessionops.worker.mcp import McpTools, server_connections
 from sessionops.worker.model import ModelUnavailable, chat_model
 from sessionops.worker.outcome import Verdict
+from sessionops.worker.publish import Publisher
 from sessionops.worker.steers import SteerDelivery
 
 logger = logging.getLogger("sessionops.worker")
@@ -87,6 +89,8 @@ class Segment:
         self.env = env
         self.kube = kube
         self.now = now
+        self.publisher: Publisher | None = None
+        self._projection: dict[str, Any] = {}
 
     def log(self, message: str, *args: Any) -> None:
         logger.info(f"run %s segment %s: {message}", self.env.run, self.env.segment_name, *args)
@@ -157,25 +161,47 @@ class Segment:
         thread_id = session["metadata"]["uid"]
         # The MCP loop thread lives as long as the graph may call MCP tools: the whole segment.
         with McpTools() as mcp, checkpoints.connect(env.database_url) as conn:
-            mcp_tools = mcp.load(server_connections(snapshot.mcp_servers, access=access, kube=self.kube,
-                                                    namespace=env.namespace))
+            connections = server_connections(snapshot.mcp_servers, access=access, kube=self.kube,
+                                             namespace=env.namespace)
+            mcp_tools = mcp.load(connections)
             saver = PostgresSaver(conn)
             status = run.get("status") or {}
+            headers = [v for c in connections.values() for v in (c.get("headers") or {}).values()]
+            redactor = transcript.Redactor([*headers, *_dsn_secrets(env.database_url),
+                                            *([env.model.api_key] if env.model and env.model.api_key else [])])
+            self._projection = {
+                "start_ids": plan.turn_start_ids(inputs), "redactor": redactor,
+                "decisions": transcript.decision_steps(status.get("waitpoint"), resume),
+                "answers": transcript.answer_steps(status.get("waitpoint"), resume, redactor),
+            }
+            self.publisher = Publisher(self.kube, run, env.segment_name,
+                                       now=self._step_time).start()
             dispatcher = Dispatcher(self.kube, env.namespace, env.run, snapshot, access, status.get("children") or [])
             graph = build_agent(snapshot, model=model, workdir=Path(env.workdir), checkpointer=saver,
                                 skills=skills, extra_tools=[*mcp_tools, delegate_tool(dispatcher.dispatch)],
                                 steering=steering, tool_filter=access.tool_filter)
             config = thread.run_config(thread_id, env.run, env.segment_name, snapshot.max_execution_steps)
-            verdict = self._execute(graph, saver, config, thread_id, inputs, resume, snapshot, dispatcher,
-                                    status.get("segments") or [])
-            if verdict is None:
-                # Tasks pend without an interrupt after the graph returned: langgraph stopped
-                # early. Not a verdict: let the operator retry from the checkpoint.
-                raise RuntimeError("the graph stopped with pending tasks and no interrupt")
-            messages = graph.get_state(config).values.get("messages", [])
+            try:
+                verdict = self._execute(graph, saver, config, thread_id, inputs, resume, snapshot, dispatcher,
+                                        status.get("segments") or [])
+                if verdict is None:
+                    # Tasks pend without an interrupt after the graph returned: langgraph stopped
+                    # early. Not a verdict: let the operator retry from the checkpoint.
+                    raise RuntimeError("the graph stopped with pending tasks and no interrupt")
+                messages = graph.get_state(config).values.get("messages", [])
+                # The whole transcript is written before the verdict: a reader that sees the
+                # run finished reads every step.
+                self._publish(messages, verdict)
+                self.publisher.close()
+            finally:
+                self.publisher.stop()
         self._prune(thread_id)
         usage = outcome.usage_of(outcome.turn_messages(messages, plan.turn_start_ids(inputs)))
         return self._report(verdict, usage)
+
+    def _step_time(self) -> str:
+        """Milliseconds: steps of one second stay ordered by time, and readers can measure their delay."""
+        return self.now().astimezone(datetime.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
     def _prune(self, thread_id: str) -> None:
         """Retention after the segment's last write, still under the Lease, so no other writer of
@@ -214,19 +240,19 @@ class Segment:
             if step.action == plan.Action.START:
                 if (closed := thread.close_leftovers(graph, thread_id)) is not None:
                     self.log("closed an earlier turn's open calls: %s", ", ".join(closed.committed) or "none")
-                graph.invoke({"messages": plan.start_messages(inputs)}, config, durability="sync")
+                self._drive(graph, {"messages": plan.start_messages(inputs)}, config)
             elif plan.delivers_outcomes(step, resume, segments) and waitpoint is not None \
                     and waitpoint.kind == WaitpointKind.DELEGATION.value \
                     and set(waitpoint.children) == dispatcher.awaited:  # the wait the operator decided on
                 command = build_delegation_resume(state, dispatcher.outcomes(delegation_children(state)))
-                graph.invoke(command, config, durability="sync")
+                self._drive(graph, command, config)
             elif step.action == plan.Action.RESUME:
                 spec = (resume or {}).get("spec") or {}
                 command: Command = build_resume(state, waitpoint_id=spec.get("waitpointId"),
                                                 answers=spec.get("answers"), decisions=spec.get("decisions"))
-                graph.invoke(command, config, durability="sync")
+                self._drive(graph, command, config)
             elif step.action == plan.Action.CONTINUE:
-                graph.invoke(None, config, durability="sync")
+                self._drive(graph, None, config)
         except ResumeInvalid as e:
             return outcome.failed(outcome.RESUME_INVALID, f"resume input {step.resume_input}: {e}")
         except GraphRecursionError:
@@ -243,6 +269,25 @@ class Segment:
         messages: list[BaseMessage] = state.values.get("messages", [])
         return outcome.verdict_of(messages, waitpoint_from_state(state), has_next=bool(state.next),
                                   max_steps=snapshot.max_execution_steps)
+
+    def _drive(self, graph: CompiledStateGraph, value: Any, config: dict[str, Any]) -> None:
+        """``invoke`` as a stream of states: each superstep's messages go to the transcript."""
+        for state in graph.stream(value, config, durability="sync", stream_mode="values"):
+            if isinstance(state, dict) and "messages" in state:
+                self._publish(state["messages"])
+
+    def _publish(self, messages: list[BaseMessage], verdict: Verdict | None = None) -> None:
+        if self.publisher is None:
+            return
+        p = self._projection
+        steps = transcript.project(outcome.turn_messages(messages, p["start_ids"]), decisions=p["decisions"],
+                                   answers=p["answers"], redactor=p["redactor"],
+                                   final=verdict is not None and verdict.phase == RunPhase.SUCCEEDED.value,
+                                   result_max=self.env.transcript_tool_result_chars)
+        if verdict is not None and verdict.waitpoint is not None:
+            steps.append(transcript.wait_step(verdict.waitpoint.dump()))
+        for step in self.publisher.update(steps):
+            self.log("step %s %s%s", step["id"], step["kind"], f" {step['tool']}" if step.get("tool") else "")
 
     @staticmethod
     def _task_failure(graph: CompiledStateGraph, config: dict[str, Any], error: Exception) -> Verdict | None:
@@ -268,6 +313,15 @@ class Segment:
         else:
             self.log("reported %s%s", verdict.phase, f" ({verdict.reason})" if verdict.reason else "")
         return EXIT_OK
+
+
+def _dsn_secrets(dsn: str) -> list[str]:
+    """The database password (and the whole DSN, which carries it) for redaction."""
+    try:
+        password = urllib.parse.urlsplit(dsn).password
+    except ValueError:  # not a URL (a key=value DSN): the whole string is still redacted
+        password = None
+    return [dsn, *([urllib.parse.unquote(password)] if password else [])]
 
 
 def _infrastructure(error: BaseException) -> bool:

@@ -1,0 +1,134 @@
+"""Publishes the turn's transcript as AgentTranscript chunks while the graph runs.
+
+Writes are coalesced: ``update`` only records the latest projection and wakes a
+background thread, which writes at most once per ``interval`` (a tool that runs for a
+minute still has its call published within one interval). Only chunks whose steps
+changed are written, so a step costs about one write of the open (last) chunk.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import HTTPError
+
+from sessionops import GROUP, VERSION
+from sessionops.api.transcript import RUN_LABEL, chunk_name
+from sessionops.scheduling.names import SESSION_LABEL
+from sessionops.worker import transcript
+from sessionops.worker.k8s import Conflict, WorkerKube
+
+logger = logging.getLogger("sessionops.worker")
+
+INTERVAL = 0.25
+"""Seconds between two transcript writes of one run (the issue's bound: 4 writes/s)."""
+
+
+class Publisher:
+    def __init__(self, kube: WorkerKube, run: dict[str, Any], segment: str, *,
+                 now: Callable[[], str], interval: float = INTERVAL) -> None:
+        self.kube = kube
+        self.namespace = run["metadata"]["namespace"]
+        self.run = run
+        self.segment = segment
+        self.now = now
+        self.interval = interval
+        self.writes = 0
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stop = False
+        self._steps: list[transcript.Step] = []
+        self._written: dict[int, list[transcript.Step]] = {}
+        self._versions: dict[int, str] = {}
+        self._thread: threading.Thread | None = None
+        self._load()
+
+    def _load(self) -> None:
+        """Start from what earlier segments (or an earlier try of this one) published."""
+        items = sorted(self.kube.list_transcripts(self.namespace, self.run["metadata"]["name"]),
+                       key=lambda c: int(c["spec"].get("index", 0)))
+        for chunk in items:
+            index = int(chunk["spec"]["index"])
+            steps = list(chunk["spec"].get("steps") or [])
+            self._written[index] = steps
+            self._versions[index] = chunk["metadata"]["resourceVersion"]
+            self._steps.extend(steps)
+
+    @property
+    def steps(self) -> list[transcript.Step]:
+        with self._lock:
+            return list(self._steps)
+
+    def start(self) -> Publisher:
+        self._thread = threading.Thread(target=self._loop, name="transcript", daemon=True)
+        self._thread.start()
+        return self
+
+    def update(self, projected: Sequence[transcript.Step]) -> list[transcript.Step]:
+        """Merge a fresh projection; the background thread writes it (coalesced).
+        Returns the steps that are new to the transcript."""
+        with self._lock:
+            known = {s["id"] for s in self._steps}
+            self._steps = transcript.merge(self._steps, projected, segment=self.segment, at=self.now())
+            new = [s for s in self._steps if s["id"] not in known]
+        self._wake.set()
+        return new
+
+    def stop(self) -> None:
+        """Stop the background thread without writing (the error path; idempotent)."""
+        self._stop = True
+        self._wake.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join()
+
+    def close(self) -> None:
+        """Stop the thread and write what is left, now (the segment's last word)."""
+        self.stop()
+        self._flush()
+
+    def _loop(self) -> None:
+        while not self._stop:
+            self._wake.wait()
+            if self._stop:
+                return
+            self._wake.clear()
+            started = time.monotonic()
+            try:
+                self._flush()
+            except (ApiException, HTTPError, Conflict) as e:
+                # Progress is best effort while the turn runs; close() writes the final state.
+                logger.warning("run %s segment %s: transcript write failed (%s); retried at the next step",
+                               self.run["metadata"]["name"], self.segment, type(e).__name__)
+            time.sleep(max(0.0, self.interval - (time.monotonic() - started)))
+
+    def _flush(self) -> None:
+        """Write every chunk that differs from what we last wrote. Safe to repeat: each
+        write is the chunk's whole content."""
+        with self._lock:
+            steps = list(self._steps)
+        for index, chunk in enumerate(transcript.chunks(steps)):
+            if self._written.get(index) == chunk:
+                continue
+            written = self.kube.put_transcript(self.namespace, self._body(index, chunk))
+            self.writes += 1
+            self._written[index] = chunk
+            self._versions[index] = written["metadata"]["resourceVersion"]
+
+    def _body(self, index: int, steps: list[transcript.Step]) -> dict[str, Any]:
+        meta = self.run["metadata"]
+        session = self.run["spec"]["sessionRef"]["name"]
+        metadata: dict[str, Any] = {
+            "name": chunk_name(meta["name"], index), "namespace": self.namespace,
+            "labels": {SESSION_LABEL: session, RUN_LABEL: meta["name"]},
+            "ownerReferences": [{"apiVersion": f"{GROUP}/{VERSION}", "kind": "AgentRun", "name": meta["name"],
+                                 "uid": meta["uid"]}],
+        }
+        if index in self._versions:
+            metadata["resourceVersion"] = self._versions[index]
+        return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "AgentTranscript", "metadata": metadata,
+                "spec": {"run": meta["name"], "session": session, "index": index, "steps": steps}}

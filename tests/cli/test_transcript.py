@@ -1,0 +1,32 @@
+"""Rendering a transcript (pure): one line per step, and the cancelled calls of a cancelled turn."""
+
+from __future__ import annotations
+
+from sessionops.cli.transcript import line, with_cancelled
+
+CALL = {"id": "call:c1", "kind": "ToolCall", "tool": "run_shell", "toolCallId": "c1",
+        "args": {"command": "sh hello.sh"}, "at": "2026-12-03T11:00:01.250Z", "segment": "r-1"}
+
+
+def test_a_step_line_names_time_segment_and_what_happened() -> None:
+    assert line(CALL) == '11:00:01 [r-1] call run_shell command="sh hello.sh"'
+    decision = {"id": "decision:c1", "kind": "Decision", "tool": "run_shell", "status": "Reject",
+                "decidedBy": "bob", "text": "not today", "at": "2026-12-03T11:00:02.000Z", "segment": "r-2"}
+    assert line(decision) == "11:00:02 [r-2] rejected run_shell by bob: not today"
+    result = {"id": "result:c1", "kind": "ToolResult", "tool": "run_shell", "status": "success",
+              "text": "x" * 300 + "\nmore", "at": "2026-12-03T11:00:03.000Z", "segment": "r-2"}
+    assert line(result) == "11:00:03 [r-2] result run_shell (success): " + "x" * 200 + "..."
+    final = {"id": "assistant:a", "kind": "FinalAnswer", "text": "done", "usage": {"inputTokens": 5,
+             "outputTokens": 2}, "at": "2026-12-03T11:00:04.000Z", "segment": "r-2"}
+    assert line(final) == "11:00:04 [r-2] final answer: done (5 in / 2 out tokens)"
+
+
+def test_open_calls_of_a_cancelled_turn_are_marked_cancelled_and_only_then() -> None:
+    answered = {"id": "call:c2", "kind": "ToolCall", "tool": "write_file", "toolCallId": "c2"}
+    result = {"id": "result:c2", "kind": "ToolResult", "tool": "write_file", "toolCallId": "c2", "status": "success"}
+    steps = [CALL, answered, result]
+    assert with_cancelled(steps, "Succeeded") == steps
+    marked = with_cancelled(steps, "Cancelled")
+    assert marked[:3] == steps
+    assert marked[3:] == [{"id": "result:c1", "kind": "ToolResult", "tool": "run_shell", "toolCallId": "c1",
+                           "status": "cancelled", "text": "cancelled with the turn"}]

@@ -10,10 +10,12 @@ from typing import Any
 
 import pytest
 import yaml
+from typer.testing import CliRunner
 
+from sessionops.cli.main import app
 from tests.e2e import manifests as m
 from tests.e2e.manifests import phase
-from tests.stack import OPERATOR_NS, RELEASE
+from tests.stack import OPERATOR_NS, RELEASE, kubeconfig_with_token
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -90,3 +92,38 @@ async def test_the_operator_fails_without_the_rule_that_lets_it_create_worker_jo
     # With the rule back, the same turn runs (the operator retries the failed step).
     run: dict[str, Any] = await stack.wait_for("arun", f"{name}-t1", phase("Succeeded", "Failed"), timeout=120)
     assert run["status"]["phase"] == "Succeeded", run["status"]
+
+
+async def test_only_who_may_get_the_run_reads_its_transcript(local: tuple, tmp_path: Any) -> None:
+    """Transcripts are read under RBAC: alice (edit) reads a run's transcript through the plugin; bob,
+    bound to nothing, and carol, bound to a Role that reads transcripts but not runs, are refused."""
+    stack, cluster = local
+    name = unique("tr")
+    await stack.apply(m.agent(name))
+    await stack.apply(m.session(name, name, model="replay/hello"))
+    await stack.apply(m.message(f"{name}-1", name, "hi", delivery="FollowUp"))
+    await stack.wait_for("arun", f"{name}-t1", phase("Succeeded"), timeout=90)
+    await stack.apply({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                       "metadata": {"name": "transcripts-only"},
+                       "rules": [{"apiGroups": ["sessionops.dev"], "resources": ["agenttranscripts"],
+                                  "verbs": ["get", "list", "watch"]}]}, admin=True)
+    await stack.kubectl("create", "rolebinding", "carol-transcripts", "--role=transcripts-only", "--user=carol",
+                        admin=True)
+
+    def transcript(user: str | None) -> Any:
+        config = stack.kubeconfig if user is None else kubeconfig_with_token(
+            stack.admin_kubeconfig, tmp_path / f"{user}.kubeconfig", cluster.add_user(user), stack.namespace)
+        argv = ["--kubeconfig", str(config), "-n", stack.namespace, "transcript", f"{name}-t1", "-o", "json"]
+        return CliRunner().invoke(app, argv, env={"COLUMNS": "200"})
+
+    alice = await asyncio.to_thread(transcript, None)
+    assert alice.exit_code == 0, alice.output
+    assert "hi" in alice.output
+    for user in ("bob", "carol"):
+        refused = await asyncio.to_thread(transcript, user)
+        assert refused.exit_code != 0, refused.output
+        assert "forbidden" in refused.output.lower() and "agentruns" in refused.output, refused.output
+    # carol's Role does let the API server hand her transcript objects: the plugin stops at the run,
+    # and the chart grants transcripts only together with runs (tests/chart/test_security.py).
+    direct = await stack.kubectl("--as=bob", "get", "agenttranscripts", check=False, admin=True)
+    assert direct.returncode == 1 and 'User "bob" cannot list resource "agenttranscripts"' in direct.stderr

@@ -318,9 +318,12 @@ def demo() -> None:
         for cue, what in CUES.items():
             print(f"  {cue:<9} {what}")
         sh('kubectl sessionops send demo "Please check the work directory with a shell command." --watch')
+        approved = asyncio.run(stack.get("asess", "demo"))["status"]["activeRun"]
         print("\nThe turn waits for an approval (a waiting turn holds no pod). Approve it:")
         sh("kubectl sessionops approve demo --watch")
         sh("kubectl get asess,ainput,arun")
+        print("\nWhat the agent did in that turn, step by step (its transcript, under the run's RBAC):")
+        sh(f"kubectl sessionops transcript {approved}")
         print("\nNow a turn cancelled with plain kubectl (spec.cancel: true):")
         sh('kubectl sessionops send demo "One more shell command, please." --watch')
         run = asyncio.run(stack.get("asess", "demo"))["status"]["activeRun"]
@@ -329,6 +332,8 @@ def demo() -> None:
         print(f"cleanup steps: {', '.join(cancelled['status']['cancellation']['completedSteps'])}")
         asyncio.run(stack.wait_for("asess", "demo", phase("Paused"), timeout=30))
         sh("kubectl get asess demo -o wide")
+        print("\nThe cancelled turn's transcript: the call that never ran is marked cancelled:")
+        sh(f"kubectl sessionops transcript {run}")
         print("\nThe queue stays paused until a Continue input:")
         sh("kubectl sessionops continue demo")
     else:

@@ -87,6 +87,11 @@ def test_demo_converses_and_every_printed_command_runs_when_pasted(tmp_path: Pat
         assert "Approval needed" in out and "run_shell returned: exit code 0\nhello from the shell" in out
         assert "cleanup steps: MergeCompletedTasks, AddCancellationResults, ClearTasks" in out
         assert "Paused" in out and "continue sent for session demo" in out
+        # The transcripts of the approved and of the cancelled turn (issue 13, item 4).
+        approved = out.split("What the agent did in that turn", 1)[1].split("Now a turn cancelled", 1)[0]
+        assert "run_shell" in approved and "by alice" in approved, approved
+        cancelled = out.split("The cancelled turn's transcript", 1)[1].split("The queue stays paused", 1)[0]
+        assert "cancelled" in cancelled.split("\n$ ", 1)[1], cancelled
         for cue in ("note", "shell", "question", "delegate"):
             assert f"\n  {cue} " in out, f"cue word {cue} is documented in the demo output"
         setup = printed_block(out, "Every command below runs as printed in a shell set up with:")

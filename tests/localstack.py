@@ -133,17 +133,13 @@ def _alive() -> bool:
 
 
 def _database_server() -> str:
-    """The admin DSN: ``DATABASE_URL`` if set (checked first: one clear line when unreachable), else embedded."""
-    if dsn := os.environ.get("DATABASE_URL"):
-        if problem := pgserver.unreachable(dsn):
-            raise SystemExit(problem)
-        return dsn
+    """The admin DSN (``pgserver.admin_dsn``): one clear line, before anything starts, when there is none."""
     try:
-        dsn = pgserver.start(DEV / "postgres").dsn
+        dsn = pgserver.admin_dsn(DEV / "postgres")
     except pgserver.EmbeddedPostgresError as err:
-        raise SystemExit(f"could not start the embedded PostgreSQL ({err}); set DATABASE_URL to a server you run") \
-            from None
-    print(f"embedded PostgreSQL at {dsn} (DATABASE_URL unset; data in {DEV / 'postgres'})")
+        raise SystemExit(str(err)) from None
+    if not os.environ.get("DATABASE_URL"):
+        print(f"embedded PostgreSQL at {dsn} (DATABASE_URL unset; data in {DEV / 'postgres'})")
     return dsn
 
 

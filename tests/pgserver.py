@@ -234,28 +234,35 @@ def unreachable(dsn: str) -> str | None:
                 "DATABASE_URL at one that runs, or unset DATABASE_URL to use the embedded server")
 
 
-@contextlib.contextmanager
-def database_url() -> Iterator[str]:
-    """``DATABASE_URL`` when set (checked), else a throwaway embedded server exported as
-    ``DATABASE_URL`` for the duration (child processes inherit it). Raises EmbeddedPostgresError
-    with one line that says what to do."""
+def admin_dsn(base: Path) -> str:
+    """``DATABASE_URL`` when set (checked), else the embedded server of ``base`` (started unless it
+    runs). Raises EmbeddedPostgresError with one line that says what to do."""
     if dsn := os.environ.get("DATABASE_URL"):
         if problem := unreachable(dsn):
             raise EmbeddedPostgresError(problem)
-        yield dsn
-        return
+        return dsn
+    try:
+        return start(base).dsn
+    except EmbeddedPostgresError as err:
+        raise EmbeddedPostgresError(f"could not start the embedded PostgreSQL ({err}); "
+                                    "set DATABASE_URL to a server you run") from None
+
+
+@contextlib.contextmanager
+def database_url() -> Iterator[str]:
+    """``admin_dsn`` for the duration; an embedded server is a throwaway one, exported as
+    ``DATABASE_URL`` (child processes inherit it) and stopped on exit."""
+    embedded = not os.environ.get("DATABASE_URL")
     base = Path(tempfile.mkdtemp(prefix="sessionops-pg-base-"))
     try:
-        try:
-            dsn = start(base).dsn
-        except EmbeddedPostgresError as err:
-            raise EmbeddedPostgresError(f"could not start the embedded PostgreSQL ({err}); "
-                                        "set DATABASE_URL to a server you run") from None
-        os.environ["DATABASE_URL"] = dsn
+        dsn = admin_dsn(base)
+        if embedded:
+            os.environ["DATABASE_URL"] = dsn
         yield dsn
     finally:
-        os.environ.pop("DATABASE_URL", None)
-        stop(base)
+        if embedded:
+            os.environ.pop("DATABASE_URL", None)
+            stop(base)
         shutil.rmtree(base, ignore_errors=True)
 
 

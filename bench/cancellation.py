@@ -14,12 +14,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import tempfile
 import time
-import uuid
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -29,7 +27,6 @@ from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langgraph.checkpoint.postgres import PostgresSaver
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from sessionops import checkpoints
 from sessionops.agent import build_agent
@@ -38,6 +35,7 @@ from sessionops.cancellation import checkpoint_graph, cleanup_thread
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests import pgserver  # noqa: E402
+from tests.stack import create_database, drop_database  # noqa: E402
 
 COUNTS = (1, 2, 4, 8, 16, 32, 64)
 MAX_COMMITS = 3
@@ -77,12 +75,6 @@ class CountingSaver(PostgresSaver):
         return super().put_writes(*args, **kwargs)
 
 
-def _url(dbname: str) -> str:
-    params = conninfo_to_dict(os.environ["DATABASE_URL"])
-    params["dbname"] = dbname
-    return make_conninfo(**params)
-
-
 def measure(dsn: str, count: int, run: int) -> dict[str, Any]:
     config = {"configurable": {"thread_id": f"bench-{count}-{run}"}}
     with tempfile.TemporaryDirectory() as workdir, checkpoints.saver(dsn) as saver:
@@ -104,11 +96,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5, help="cleanups measured per call count")
     args = parser.parse_args()
-    name = f"bench_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(_url("postgres"), autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
+    name, dsn = create_database()
     try:
-        dsn = _url(name)
         checkpoints.setup(dsn)
         with psycopg.connect(dsn) as conn:
             server = conn.execute("SHOW server_version").fetchone()[0]
@@ -124,8 +113,7 @@ def main() -> int:
                 "latency_ms": {"median": round(statistics.median(times), 1), "max": round(times[-1], 1)},
             })
     finally:
-        with psycopg.connect(_url("postgres"), autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        drop_database(name)
     at_64 = next(r for r in results if r["parallel_calls"] == 64)
     ok = all(r["commits"] <= MAX_COMMITS for r in results) and at_64["latency_ms"]["median"] <= MAX_MS_AT_64
     print(json.dumps({

@@ -17,12 +17,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +28,6 @@ import psycopg
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from sessionops import checkpoints
 from sessionops.agent import build_agent
@@ -38,6 +35,7 @@ from sessionops.api.snapshot import ContextSnapshot
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests import pgserver  # noqa: E402
+from tests.stack import create_database, drop_database  # noqa: E402
 
 SNAPSHOT = ContextSnapshot(system_prompt="bench", model="bench", approval_mode="AlwaysTrust")
 REPORT_AT = (1, 10, 25, 50, 100, 200, 500)
@@ -79,12 +77,6 @@ def footprint(dsn: str, thread_id: str) -> dict[str, int]:
         }
 
 
-def _url(dbname: str) -> str:
-    params = conninfo_to_dict(os.environ["DATABASE_URL"])
-    params["dbname"] = dbname
-    return make_conninfo(**params)
-
-
 def run(dsn: str, turns: int, keep: int) -> dict[str, Any]:
     pruned, kept_all = "pruned", "unpruned"
     rows: list[dict[str, Any]] = []
@@ -111,16 +103,12 @@ def main() -> int:
     parser.add_argument("--turns", type=int, default=100)
     parser.add_argument("--keep", type=int, default=20, help="checkpointRetention")
     args = parser.parse_args()
-    name = f"bench_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(_url("postgres"), autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
+    name, dsn = create_database()
     try:
-        dsn = _url(name)
         checkpoints.setup(dsn)
         result = run(dsn, args.turns, args.keep)
     finally:
-        with psycopg.connect(_url("postgres"), autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        drop_database(name)
     last = result["by_turns"][-1]["pruned"]
     ok = last["checkpoints"] <= args.keep
     print(json.dumps({"benchmark": "retention", "turns": args.turns, "keep": args.keep, **result, "ok": ok},

@@ -133,9 +133,9 @@ def _alive() -> bool:
 
 
 def _database_server() -> str:
-    """The admin DSN (``pgserver.admin_dsn``): one clear line, before anything starts, when there is none."""
+    """The admin DSN (``pgserver.resolve_dsn``): one clear line, before anything starts, when there is none."""
     try:
-        dsn = pgserver.admin_dsn(DEV / "postgres")
+        dsn = pgserver.resolve_dsn(DEV / "postgres")
     except pgserver.EmbeddedPostgresError as err:
         raise SystemExit(str(err)) from None
     if not os.environ.get("DATABASE_URL"):

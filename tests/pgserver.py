@@ -234,7 +234,7 @@ def unreachable(dsn: str) -> str | None:
                 "DATABASE_URL at one that runs, or unset DATABASE_URL to use the embedded server")
 
 
-def admin_dsn(base: Path) -> str:
+def resolve_dsn(base: Path) -> str:
     """``DATABASE_URL`` when set (checked), else the embedded server of ``base`` (started unless it
     runs). Raises EmbeddedPostgresError with one line that says what to do."""
     if dsn := os.environ.get("DATABASE_URL"):
@@ -250,12 +250,12 @@ def admin_dsn(base: Path) -> str:
 
 @contextlib.contextmanager
 def database_url() -> Iterator[str]:
-    """``admin_dsn`` for the duration; an embedded server is a throwaway one, exported as
+    """``resolve_dsn`` for the duration; an embedded server is a throwaway one, exported as
     ``DATABASE_URL`` (child processes inherit it) and stopped on exit."""
     embedded = not os.environ.get("DATABASE_URL")
     base = Path(tempfile.mkdtemp(prefix="sessionops-pg-base-"))
     try:
-        dsn = admin_dsn(base)
+        dsn = resolve_dsn(base)
         if embedded:
             os.environ["DATABASE_URL"] = dsn
         yield dsn

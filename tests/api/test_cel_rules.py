@@ -97,3 +97,98 @@ def test_run_spec_other_than_cancel_is_immutable() -> None:
     new = copy.deepcopy(old)
     new["spec"]["inputs"] = ["other"]
     assert "only spec.cancel may change" in rejected("AgentRun", new, old)
+
+
+# ------------------------------------------------------------------ status transition rules (issue 12)
+
+def with_status(kind: str, spec: dict, status: dict | None) -> dict:
+    result = obj(kind, spec)
+    if status is not None:
+        result["status"] = status
+    return result
+
+
+SESSION_SPEC = {"agentRef": {"name": "a"}, "contextSnapshot": SNAP}
+
+
+def session(status: dict | None) -> dict:
+    return admit("AgentSession", with_status("AgentSession", SESSION_SPEC, status))
+
+
+def test_session_last_sequence_never_decreases() -> None:
+    old = session({"lastSequence": 3})
+    admit("AgentSession", session({"lastSequence": 4}), old)
+    admit("AgentSession", session({"lastSequence": 3, "phase": "Idle"}), old)  # other fields may change
+    for forged in ({"lastSequence": 0}, {"lastSequence": 2}, {"phase": "Idle"}):  # absent: defaulted to 0
+        message = rejected("AgentSession", with_status("AgentSession", SESSION_SPEC, forged), old)
+        assert "status.lastSequence" in message and "never decreases" in message
+    # A first status (no old status) may start anywhere: transition rules need an old value.
+    admit("AgentSession", session({"lastSequence": 0}), session(None))
+
+
+def test_a_written_status_cannot_be_removed() -> None:
+    old = session({"lastSequence": 3})
+    message = rejected("AgentSession", with_status("AgentSession", SESSION_SPEC, None), old)
+    assert "status" in message and "cannot be removed" in message
+    admit("AgentSession", session(None), session(None))  # never written: nothing to keep
+    run_old = admit("AgentRun", with_status("AgentRun", run_obj(False)["spec"], {"phase": "Succeeded"}))
+    assert "cannot be removed" in rejected("AgentRun", with_status("AgentRun", run_obj(False)["spec"], None), run_old)
+
+
+def run_with(status: dict | None) -> dict:
+    return admit("AgentRun", with_status("AgentRun", run_obj(False)["spec"], status))
+
+
+WAITPOINT = {"id": "w1", "kind": "Question", "questions": [{"questionId": "q1", "question": "?"}]}
+
+
+@pytest.mark.parametrize("terminal", ["Succeeded", "Failed", "Cancelled"])
+def test_a_finished_run_keeps_its_phase_waitpoint_and_result(terminal: str) -> None:
+    old = run_with({"phase": terminal, "result": {"text": "done", "segment": "r-1"}})
+    # Conditions, usage and bookkeeping may still be written on a finished run.
+    admit("AgentRun", run_with({"phase": terminal, "result": {"text": "done", "segment": "r-1"},
+                                "usage": {"inputTokens": 1, "outputTokens": 2}}), old)
+    for phase in ("Waiting", "Running", "Pending", *({"Succeeded", "Failed", "Cancelled"} - {terminal})):
+        message = rejected("AgentRun", with_status("AgentRun", run_obj(False)["spec"],
+                                                   {"phase": phase, "result": {"text": "done", "segment": "r-1"}}), old)
+        assert "status.phase" in message and "never changes" in message
+    forged = with_status("AgentRun", run_obj(False)["spec"],
+                         {"phase": terminal, "waitpoint": WAITPOINT, "result": {"text": "done", "segment": "r-1"}})
+    assert "status.waitpoint" in rejected("AgentRun", forged, old)
+    forged = with_status("AgentRun", run_obj(False)["spec"], {"phase": terminal, "result": {"text": "forged"}})
+    assert "status.result" in rejected("AgentRun", forged, old)
+
+
+def test_an_active_run_moves_freely_between_phases() -> None:
+    waiting = run_with({"phase": "Waiting", "waitpoint": WAITPOINT})
+    running = run_with({"phase": "Running"})
+    admit("AgentRun", copy.deepcopy(running), waiting)
+    admit("AgentRun", copy.deepcopy(waiting), running)
+    admit("AgentRun", run_with({"phase": "Succeeded", "result": {"text": "ok"}}), running)
+    admit("AgentRun", run_with({"phase": "Cancelled"}), run_with({"phase": "Cancelling"}))
+    admit("AgentRun", run_with({"phase": "Running"}), run_with(None))
+
+
+def input_with(status: dict | None) -> dict:
+    return admit("AgentInput", with_status("AgentInput", input_spec(sequence=1, contextSnapshot=SNAP), status))
+
+
+@pytest.mark.parametrize("settled", ["Consumed", "Rejected", "Cancelled"])
+def test_a_settled_input_never_changes_phase(settled: str) -> None:
+    old = input_with({"phase": settled, **({"run": "s-t1"} if settled == "Consumed" else {})})
+    for phase in {"Pending", "Consumed", "Rejected", "Cancelled"} - {settled}:
+        message = rejected("AgentInput", with_status("AgentInput", input_spec(sequence=1, contextSnapshot=SNAP),
+                                                     {"phase": phase, "run": "s-t1"}), old)
+        assert "status.phase" in message and "never changes" in message
+
+
+def test_a_consumed_input_keeps_its_run_and_a_pending_one_may_settle() -> None:
+    consumed = input_with({"phase": "Consumed", "run": "s-t1"})
+    admit("AgentInput", input_with({"phase": "Consumed", "run": "s-t1", "observedGeneration": 1}), consumed)
+    for forged in ({"phase": "Consumed", "run": "s-t9"}, {"phase": "Consumed"}):
+        message = rejected("AgentInput", with_status("AgentInput", input_spec(sequence=1, contextSnapshot=SNAP),
+                                                     forged), consumed)
+        assert "status.run" in message
+    for phase in ("Consumed", "Rejected", "Cancelled"):
+        admit("AgentInput", input_with({"phase": phase, "run": "s-t1"}), input_with({"phase": "Pending"}))
+    admit("AgentInput", input_with({"phase": "Consumed", "run": "s-t1"}), input_with(None))

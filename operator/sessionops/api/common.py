@@ -12,6 +12,12 @@ from pydantic.alias_generators import to_camel
 NAME_PATTERN = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
 
 
+STATUS_KEPT = {"rule": "!has(oldSelf.status) || has(self.status)",
+               "message": "status cannot be removed once written (it is the operator's record)",
+               "fieldPath": ".status"}
+"""A root rule: the status subresource's transition rules run only when a new status exists."""
+
+
 class ApiModel(BaseModel):
     """camelCase on the wire, snake_case in Python; unknown fields are errors.
 

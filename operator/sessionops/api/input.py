@@ -9,7 +9,7 @@ from pydantic import Field, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
 
 from sessionops.api import limits
-from sessionops.api.common import ApiModel, ApprovalMode, Condition, ObjectRef
+from sessionops.api.common import STATUS_KEPT, ApiModel, ApprovalMode, Condition, ObjectRef
 from sessionops.api.snapshot import PRESERVE, ContextSnapshot
 
 MAX_MESSAGES = limits.MESSAGES
@@ -169,6 +169,19 @@ class AgentInputSpec(ApiModel):
 class AgentInputStatus(ApiModel):
     """Observed state, written by the operator."""
 
+    # Settled means no longer Pending: Consumed (a run took it), Rejected or Cancelled. A settled
+    # input never returns to the queue or changes its verdict, and a consumed one keeps its run
+    # (issue 12: a consumed input set to Cancelled or Pending was never repaired).
+    x_validations: ClassVar[list[dict[str, str]]] = [
+        {"rule": "!has(oldSelf.phase) || oldSelf.phase == 'Pending' || "
+                 "(has(self.phase) && self.phase == oldSelf.phase)",
+         "message": "status.phase of a settled input (Consumed, Rejected, Cancelled) never changes",
+         "fieldPath": ".phase"},
+        {"rule": "!has(oldSelf.phase) || oldSelf.phase != 'Consumed' || "
+                 "(has(self.run) == has(oldSelf.run) && (!has(self.run) || self.run == oldSelf.run))",
+         "message": "status.run of a consumed input never changes", "fieldPath": ".run"},
+    ]
+
     phase: InputPhase | None = Field(default=None, description="Pending, Consumed, Rejected or Cancelled.")
     run: str | None = Field(default=None, description="The AgentRun that consumed this input.")
     observed_generation: int | None = Field(default=None, description="Last generation the operator saw.")
@@ -178,6 +191,8 @@ class AgentInputStatus(ApiModel):
 
 class AgentInput(ApiModel):
     """One received intent; its metadata.name is the client's idempotency key."""
+
+    x_validations: ClassVar[list[dict[str, str]]] = [STATUS_KEPT]
 
     api_version: str = "sessionops.dev/v1alpha1"
     kind: Literal["AgentInput"] = "AgentInput"

@@ -7,7 +7,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
-from sessionops.api.common import ApiModel, Condition, ObjectRef
+from sessionops.api.common import STATUS_KEPT, ApiModel, Condition, ObjectRef
 from sessionops.api.snapshot import PRESERVE, ContextSnapshot
 
 RESULT_TEXT_MAX = 32_768
@@ -126,8 +126,27 @@ class AgentRunSpec(ApiModel):
     cancel: bool = Field(default=False, description="Set to true to cancel the turn (cannot be undone).")
 
 
+_TERMINAL_LIST = ", ".join(f"'{p}'" for p in sorted(TERMINAL_PHASES))
+
+
 class AgentRunStatus(ApiModel):
     """Observed state, written by the operator."""
+
+    # A finished turn is a record: its phase, waitpoint and result never change again, so a
+    # forged waitpoint cannot reopen it for a Resume (issue 12).
+    x_validations: ClassVar[list[dict[str, str]]] = [
+        {"rule": f"!has(oldSelf.phase) || !(oldSelf.phase in [{_TERMINAL_LIST}]) || "
+                 "(has(self.phase) && self.phase == oldSelf.phase)",
+         "message": "status.phase of a finished run (Succeeded, Failed, Cancelled) never changes",
+         "fieldPath": ".phase"},
+        {"rule": f"!has(oldSelf.phase) || !(oldSelf.phase in [{_TERMINAL_LIST}]) || "
+                 "(has(self.waitpoint) == has(oldSelf.waitpoint) && "
+                 "(!has(self.waitpoint) || self.waitpoint == oldSelf.waitpoint))",
+         "message": "status.waitpoint of a finished run never changes", "fieldPath": ".waitpoint"},
+        {"rule": f"!has(oldSelf.phase) || !(oldSelf.phase in [{_TERMINAL_LIST}]) || "
+                 "(has(self.result) == has(oldSelf.result) && (!has(self.result) || self.result == oldSelf.result))",
+         "message": "status.result of a finished run never changes", "fieldPath": ".result"},
+    ]
 
     phase: RunPhase | None = Field(default=None, description="Pending, Running, Waiting, Cancelling, Cancelled, "
                                                             "Succeeded or Failed.")
@@ -148,6 +167,8 @@ class AgentRunStatus(ApiModel):
 
 class AgentRun(ApiModel):
     """One turn of a session."""
+
+    x_validations: ClassVar[list[dict[str, str]]] = [STATUS_KEPT]
 
     api_version: str = "sessionops.dev/v1alpha1"
     kind: Literal["AgentRun"] = "AgentRun"

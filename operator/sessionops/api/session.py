@@ -7,7 +7,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
-from sessionops.api.common import ApiModel, ApprovalMode, Condition, ObjectRef
+from sessionops.api.common import STATUS_KEPT, ApiModel, ApprovalMode, Condition, ObjectRef
 from sessionops.api.snapshot import PRESERVE, ContextSnapshot
 
 # Session names feed run names (<session>-t<sequence>) and Job names (<run>-<n>),
@@ -76,6 +76,14 @@ class QueueStatus(ApiModel):
 class AgentSessionStatus(ApiModel):
     """Observed state, written by the operator."""
 
+    # Receipt allocates sequences as lastSequence + 1: going back would hand out a used
+    # sequence, whose run name is taken, and stick the queue (issue 12).
+    x_validations: ClassVar[list[dict[str, str]]] = [
+        {"rule": "!has(oldSelf.lastSequence) || (has(self.lastSequence) && self.lastSequence >= oldSelf.lastSequence)",
+         "message": "status.lastSequence never decreases (receipt sequences are never reused)",
+         "fieldPath": ".lastSequence"},
+    ]
+
     phase: SessionPhase | None = Field(default=None, description="Idle, Running, Waiting, Cancelling or Paused.")
     model: str | None = Field(default=None, description="Effective model for inputs received now.")
     approval_mode: ApprovalMode | None = Field(default=None, description="Effective approval mode.")
@@ -94,6 +102,7 @@ class AgentSession(ApiModel):
         {"rule": f"size(self.metadata.name) <= {SESSION_NAME_MAX}",
          "message": f"metadata.name: session names are at most {SESSION_NAME_MAX} characters "
                     "(they prefix run and Job names)"},
+        STATUS_KEPT,
     ]
 
     api_version: str = "sessionops.dev/v1alpha1"

@@ -275,6 +275,7 @@ async def install(stack: Stack, scenarios: list[str], namespaces: list[str], *, 
     stack.operator_env = {
         "KUBECONFIG": str(operator_kubeconfig), "DATABASE_URL": stack.database_url,
         "SESSIONOPS_NAMESPACE": OPERATOR_NS, "SESSIONOPS_CONFIGMAP": CONFIGMAP, "SESSIONOPS_CONFIG_POLL": "0.5",
+        "SESSIONOPS_SERVICE_ACCOUNT": account,  # the identity the status webhook trusts, as the chart renders it
         "SESSIONOPS_WEBHOOK_ADDR": "127.0.0.1", "SESSIONOPS_WEBHOOK_PORT": str(stack.webhook_port),
         "SESSIONOPS_CERT_FILE": str(certs / "tls.crt"), "SESSIONOPS_KEY_FILE": str(certs / "tls.key"),
         "SESSIONOPS_PEERING": RELEASE,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from sessionops.admission.worker_pods import WorkerPods
 from sessionops.configuration import ConfigStore
 from sessionops.kube import Kube
 from sessionops.settings import Settings
@@ -14,3 +15,4 @@ class Runtime:
     settings: Settings
     kube: Kube
     config: ConfigStore
+    worker_pods: WorkerPods = dataclasses.field(default_factory=WorkerPods)

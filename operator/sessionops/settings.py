@@ -46,6 +46,14 @@ class Settings:
     metrics_port: int = 8080
     """Port of /metrics and /healthz (``SESSIONOPS_METRICS_PORT``; 0 disables)."""
 
+    service_account: str = "sessionops"
+    """The operator's own ServiceAccount in ``namespace`` (``SESSIONOPS_SERVICE_ACCOUNT``; the chart
+    renders it): the identity the status webhook trusts as the operator's."""
+
+    status_break_glass_group: str = "sessionops.dev:status-break-glass"
+    """Members of this group may write any status, with a warning (``SESSIONOPS_STATUS_BREAK_GLASS_GROUP``;
+    empty disables): a cluster admin's explicit ``--as-group`` for repairs. docs/security.md."""
+
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Settings:
         env = dict(os.environ if env is None else env)
@@ -67,4 +75,6 @@ class Settings:
             peering=opt("SESSIONOPS_PEERING", cls.peering),
             scan_seconds=float(env.get("SESSIONOPS_SCAN_SECONDS", cls.scan_seconds)),
             metrics_port=int(env.get("SESSIONOPS_METRICS_PORT", cls.metrics_port)),
+            service_account=env.get("SESSIONOPS_SERVICE_ACCOUNT", cls.service_account),
+            status_break_glass_group=env.get("SESSIONOPS_STATUS_BREAK_GLASS_GROUP", cls.status_break_glass_group),
         )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import logging
 import time
 from collections.abc import Callable
 from typing import Any
@@ -11,7 +12,7 @@ from typing import Any
 import kopf
 
 from sessionops import GROUP, VERSION, authz, metrics
-from sessionops.admission import agents, delegated, inputs, receipt, sessions
+from sessionops.admission import agents, delegated, inputs, receipt, sessions, status
 from sessionops.admission.errors import FORBIDDEN, Rejection, parse
 from sessionops.api.input import AgentInputSpec
 from sessionops.api.session import AgentSessionSpec
@@ -23,6 +24,8 @@ from sessionops.scheduling.reconcile import owner_reference
 
 MUTATE = "sessionops-mutate"
 VALIDATE = "sessionops-validate"
+logger = logging.getLogger(__name__)
+STATUS = "sessionops-status"
 
 
 def _deny(rejection: Rejection) -> kopf.AdmissionError:
@@ -233,3 +236,28 @@ def validate_run(body: kopf.Body, old: Any, userinfo: dict[str, Any], **_: Any) 
     for key in sorted(set(before) | set(after)):
         if key != "cancel" and before.get(key) != after.get(key):
             raise kopf.AdmissionError(f"spec.{key}: only spec.cancel may change on a run", code=422)
+
+
+def _status_policy(rt: Runtime) -> status.Policy:
+    return status.Policy(operator=status.operator_username(rt.settings.namespace, rt.settings.service_account),
+                         break_glass_group=rt.settings.status_break_glass_group)
+
+
+@kopf.on.validate(GROUP, VERSION, "agentsessions", id=STATUS, subresource="status", operations=["UPDATE"])
+@kopf.on.validate(GROUP, VERSION, "agentinputs", id=STATUS, subresource="status", operations=["UPDATE"])
+@kopf.on.validate(GROUP, VERSION, "agentruns", id=STATUS, subresource="status", operations=["UPDATE"])
+@functools.partial(measured, "status")
+async def validate_status(body: kopf.Body, old: Any, resource: kopf.Resource, userinfo: dict[str, Any], memo: Any,
+                          warnings: list[str], **_: Any) -> None:
+    """Status is the operator's record and, for its own run, the worker's (sessionops.admission.status)."""
+    rt: Runtime = memo.runtime
+    pod = None
+    if (bound := status.bound_pod(userinfo)) is not None:
+        pod = await rt.worker_pods.lookup(rt.kube.get_pod, *bound)
+    try:
+        warning = status.check(resource.plural, userinfo, dict(body), dict(old or {}), _status_policy(rt), pod)
+    except Rejection as r:
+        raise _deny(r) from None
+    if warning:
+        logger.warning(warning)
+        warnings.append(warning)

@@ -19,6 +19,9 @@ from tests.chart.helm import NAMESPACE, RELEASE, ROOT, Rendered
 
 MUTATE_PATH = "/sessionops-mutate"
 VALIDATE_PATH = "/sessionops-validate"
+STATUS_PATH = "/sessionops-status"
+STATUS_RESOURCES = {"agentsessions/status", "agentinputs/status", "agentruns/status"}
+OPERATOR = f"system:serviceaccount:{NAMESPACE}:{RELEASE}"
 SERVICE = f"{RELEASE}-webhook"
 
 # The contract (ARCHITECTURE section 2 and the chart brief).
@@ -38,12 +41,48 @@ PATHS = {"MutatingWebhookConfiguration": MUTATE_PATH, "ValidatingWebhookConfigur
 
 
 def _webhooks(rendered: Rendered) -> dict[str, dict[str, Any]]:
+    """The main webhook of each configuration (the validating one also has the status webhook)."""
     out = {}
     for kind in PATHS:
         config = rendered.one(kind)
-        (hook,) = config["webhooks"]
-        out[kind] = {"config": config, "hook": hook}
+        names = [h["name"] for h in config["webhooks"]]
+        assert names == (["mutate.sessionops.dev"] if kind.startswith("Mutating")
+                         else ["validate.sessionops.dev", "status.sessionops.dev"]), names
+        out[kind] = {"config": config, "hook": config["webhooks"][0]}
     return out
+
+
+def _status_hook(rendered: Rendered) -> dict[str, Any]:
+    return rendered.one("ValidatingWebhookConfiguration")["webhooks"][1]
+
+
+def test_status_writes_go_to_the_status_webhook_except_the_operators(rendered: Rendered) -> None:
+    """Status is the operator's and its workers' record (issue 12): every status subresource write is
+    validated, failing closed; the operator's own writes skip the call (issue 17)."""
+    from tests.cluster import cel
+
+    hook = _status_hook(rendered)
+    client = hook["clientConfig"]
+    assert client["service"] == {"name": SERVICE, "namespace": NAMESPACE, "path": STATUS_PATH, "port": 443}
+    assert hook["failurePolicy"] == "Fail" and hook["sideEffects"] == "None"
+    assert hook["admissionReviewVersions"] == ["v1"] and 1 <= hook["timeoutSeconds"] <= 30
+    (rule,) = hook["rules"]
+    assert set(rule["resources"]) == STATUS_RESOURCES and rule["operations"] == ["UPDATE"]
+    assert rule["apiGroups"] == ["sessionops.dev"] and rule["scope"] == "Namespaced"
+
+    def called(username: str) -> bool:
+        variables = {"object": {}, "oldObject": {}, "request": {"operation": "UPDATE", "subResource": "status",
+                                                                 "userInfo": {"username": username}}}
+        return all(cel.evaluate_expression(c["expression"], variables) for c in hook["matchConditions"])
+
+    deployment = rendered.find("Deployment", "-operator")
+    account = deployment["spec"]["template"]["spec"]["serviceAccountName"]
+    env = {e["name"]: e.get("value") for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["SESSIONOPS_SERVICE_ACCOUNT"] == account
+    assert not called(f"system:serviceaccount:{NAMESPACE}:{account}")
+    for other in ("alice", "kubernetes-admin", f"system:serviceaccount:{NAMESPACE}:sessionops-worker",
+                  f"system:serviceaccount:other:{account}"):
+        assert called(other), other
 
 
 def test_service_references_and_contract(rendered: Rendered) -> None:
@@ -64,7 +103,7 @@ def test_service_references_and_contract(rendered: Rendered) -> None:
             assert rule["apiVersions"] == ["v1alpha1"]
             assert rule["scope"] == "Namespaced"
             (resource,) = rule["resources"]
-            assert "/" not in resource, "status writes of the operator and the workers skip admission"
+            assert "/" not in resource, "status writes go to the status webhook, not the main one"
             rules.add((resource, tuple(rule["operations"])))
         assert rules == EXPECTED_RULES[kind]
 
@@ -209,11 +248,12 @@ def test_paths_are_where_kopf_serves_the_handlers(default: Rendered) -> None:
         path = "/" + urllib.parse.quote(handler.id)
         matched = [r for r in resources if handler.selector is not None and handler.selector.check(r)]
         assert matched, f"handler {handler.id} matches none of our kinds"
+        sub = f"/{handler.subresource}" if handler.subresource else ""
         for resource in matched:
             for operation in handler.operations or ["CREATE", "UPDATE", "DELETE", "CONNECT"]:
-                served.add((path, resource.plural, operation))
+                served.add((path, resource.plural + sub, operation))
         reason = getattr(handler.reason, "value", handler.reason)
-        expected_path = MUTATE_PATH if reason == "mutating" else VALIDATE_PATH
+        expected_path = MUTATE_PATH if reason == "mutating" else STATUS_PATH if sub else VALIDATE_PATH
         assert path == expected_path, f"{handler.reason} handler {handler.id!r} is served at {path}"
     routed: set[tuple[str, str, str]] = set()
     for kind, found in _webhooks(default).items():
@@ -222,6 +262,10 @@ def test_paths_are_where_kopf_serves_the_handlers(default: Rendered) -> None:
         for rule in found["hook"]["rules"]:
             for operation in rule["operations"]:
                 routed.add((path, rule["resources"][0], operation))
+    for rule in _status_hook(default)["rules"]:
+        for resource in rule["resources"]:
+            for operation in rule["operations"]:
+                routed.add((STATUS_PATH, resource, operation))
     missing = sorted(routed - served)
     unrouted = sorted(served - routed)
     assert not missing, f"the chart routes these (path, resource, operation) to kopf, which has no handler: {missing}"

@@ -217,3 +217,35 @@ def test_runs_carry_their_tree_and_the_run_that_delegated() -> None:
                                    "sessionops.dev/parent-session": "root"}
     labels = run_body(child, NewRun("kid-t1", 1, ["k"], SNAP))["metadata"]["labels"]
     assert {k: labels.get(k) for k in child["metadata"]["labels"]} == child["metadata"]["labels"]
+
+
+def test_a_forged_last_sequence_is_put_back_ahead_of_every_claimed_turn() -> None:
+    """Defence in depth (issue 12): even if a reset lastSequence were stored, the next pass repairs it."""
+    runs = [run("s1-t1", 1, "Succeeded", ["a"]), run("s1-t3", 3, "Succeeded", ["c"])]
+    inputs = [inp("a", 1, phase="Consumed", run="s1-t1"), inp("c", 3, phase="Consumed", run="s1-t3")]
+    assert decide(session(lastSequence=0), inputs, runs).status["lastSequence"] == 3
+    assert "lastSequence" not in decide(session(lastSequence=3), inputs, runs).status  # never written needlessly
+    assert "lastSequence" not in decide(session(lastSequence=9), inputs, runs).status  # never lowered
+
+
+def test_a_sequence_allocated_twice_still_gets_its_own_turn() -> None:
+    """A forged reset once let receipt hand out sequence 1 again: its run name collided with the finished
+    s1-t1 and the input stayed pending forever. It now gets a deterministic name of its own."""
+    first = run("s1-t1", 1, "Succeeded", ["a"])
+    again = inp("b", 1)
+    again["metadata"]["uid"] = "uid-b"
+    inputs = [inp("a", 1, phase="Consumed", run="s1-t1"), again]
+    plan = decide(session(), inputs, [first])
+    assert plan.create_run is not None and plan.create_run.inputs == ["b"]
+    assert plan.create_run.name.startswith("s1-t1-") and plan.create_run.name != "s1-t1"
+    assert plan.consume == {"b": plan.create_run.name}
+    assert decide(session(), inputs, [first]).create_run == plan.create_run  # deterministic
+    # Once created, a repeated pass finds it (crash before consume) and creates nothing more.
+    created = run(plan.create_run.name, 1, "Succeeded", ["b"])
+    created["metadata"]["labels"]["sessionops.dev/claimed-at"] = "2"
+    replay = decide(session(), inputs, [first, created])
+    assert replay.create_run is None and replay.consume == {"b": plan.create_run.name}
+    # The later of the two turns decides whether the queue is paused.
+    created["status"]["phase"] = "Failed"
+    assert decide(session(), [inputs[0], {**again, "status": {"phase": "Consumed"}}], [created, first]
+                  ).status["queue"]["paused"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import hashlib
 from typing import Any
 
 from sessionops.api import conditions
@@ -88,7 +89,7 @@ def pause(runs: list[dict[str, Any]], inputs: list[dict[str, Any]]) -> Pause | N
     active = [r for r in runs if _phase(r) not in TERMINAL_PHASES]
     if any(_phase(r) == RunPhase.CANCELLING.value for r in active):
         return Pause("TurnCancelling", "a turn is being cancelled")
-    finished = sorted((r for r in runs if _phase(r) in TERMINAL_PHASES), key=run_sequence)
+    finished = sorted((r for r in runs if _phase(r) in TERMINAL_PHASES), key=lambda r: (run_sequence(r), claimed_at(r)))
     if not finished or _phase(finished[-1]) == RunPhase.SUCCEEDED.value:
         return None
     last = finished[-1]
@@ -145,7 +146,7 @@ def decide(session: dict[str, Any], inputs: list[dict[str, Any]], runs: list[dic
             batch = [i for i in pending if _spec(i).get("delivery") == Delivery.STEER.value]
         else:
             batch = [head]
-        new_name = run_name(name, _seq(head))
+        new_name = head_run_name(name, head, by_name)
         existing = by_name.get(new_name)
         if existing is not None:  # created by an earlier pass: only its own inputs are its own
             for input_name in _spec(existing).get("inputs") or []:
@@ -157,10 +158,29 @@ def decide(session: dict[str, Any], inputs: list[dict[str, Any]], runs: list[dic
             for inp in batch:
                 plan.consume[_name(inp)] = new_name
     plan.status = project_status(session, active, plan, reason, pending)
+    # Defence in depth (issue 12): receipt allocates lastSequence + 1, so a lastSequence below a
+    # sequence some run was claimed at was forged (the CRD's rule forbids decreasing it). Put it back
+    # ahead of every claimed turn; never lower it. A run exists only after receipt wrote its
+    # sequence, so this is never a race with receipt. Safe to repeat: the value is absolute.
+    claimed = max((run_sequence(r) for r in runs), default=0)
+    if claimed > int((session.get("status") or {}).get("lastSequence") or 0):
+        plan.status["lastSequence"] = claimed
     plan.status["queue"]["heldBack"] = held_back if waiting_for_room else None
     plan.status["conditions"] = conditions.updated(
         session, session_conditions(plan.status, paused), now or datetime.datetime.now(datetime.UTC))
     return plan
+
+
+def head_run_name(session: str, head: dict[str, Any], runs: dict[str, dict[str, Any]]) -> str:
+    """The run for ``head``: named after its sequence, unless a run of other inputs already has that
+    name (a sequence allocated twice after a forged ``lastSequence``); then a name made unique by the
+    head's uid, still deterministic, so a repeated pass finds the run it created (issue 12)."""
+    name = run_name(session, _seq(head))
+    taken = runs.get(name)
+    if taken is None or _name(head) in (_spec(taken).get("inputs") or []):
+        return name
+    digest = hashlib.sha256((head["metadata"].get("uid") or _name(head)).encode()).hexdigest()[:6]
+    return f"{name}-{digest}"
 
 
 def session_conditions(status: dict[str, Any], paused: Pause | None) -> list[dict[str, Any]]:

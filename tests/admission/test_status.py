@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from sessionops.admission.errors import Rejection
-from sessionops.admission.status import Policy, Pod, bound_pod, changed_fields, check, operator_username
+from sessionops.admission.status import Pod, Policy, bound_pod, changed_fields, check, operator_username
 from sessionops.admission.worker_pods import WorkerPods
 
 OPERATOR = operator_username("sessionops-system", "sessionops")

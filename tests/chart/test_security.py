@@ -6,7 +6,14 @@ from typing import Any
 
 import pytest
 
-from tests.chart.helm import DEFAULT_WORKER_NAMESPACES, NAMESPACE, RELEASE, Rendered, iter_pod_specs, parse_docs
+from tests.chart.helm import (
+    DEFAULT_WORKER_NAMESPACES,
+    NAMESPACE,
+    RELEASE,
+    Rendered,
+    iter_pod_specs,
+    parse_docs,
+)
 
 ROLE_KINDS = ("Role", "ClusterRole")
 

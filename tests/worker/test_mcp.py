@@ -25,11 +25,11 @@ from mcp.server.fastmcp import Context, FastMCP
 from sessionops.api.snapshot import McpServer, SecretHeaders
 from sessionops.worker.access import Access
 from sessionops.worker.mcp import McpTools, server_connections
-from tests.worker.harness import ALICE, NS, Stack
+from tests.worker.harness import ALICE, MCP_HEADER_SECRETS, NS, Stack
 
 TOKEN = "calc-token-s3cret"
 HEADER = "X-Calc-Token"
-SECRET = "calc-headers"
+SECRET = MCP_HEADER_SECRETS[0]
 
 
 @dataclasses.dataclass

@@ -225,8 +225,8 @@ def validate_session(body: kopf.Body, old: Any, operation: str, **_: Any) -> Non
 
 @kopf.on.mutate(GROUP, VERSION, "agents", id=MUTATE, operations=["CREATE", "UPDATE"])
 @functools.partial(measured, "Agent")
-def mutate_agent(body: kopf.Body, old: Any, operation: str, patch: kopf.Patch, userinfo: dict[str, Any],
-                 **_: Any) -> None:
+async def mutate_agent(body: kopf.Body, old: Any, operation: str, patch: kopf.Patch, userinfo: dict[str, Any],
+                       **_: Any) -> None:
     """Records who set the pod-shaping fields (the identity re-checked before each Job); a
     client's own value is replaced, and an edit of other fields keeps the recorded author."""
     wanted = agents.recorded_author(dict(body.spec), dict((old or {}).get("spec") or {}) if old else None,

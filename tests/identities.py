@@ -26,17 +26,21 @@ PLURALS = {"ServiceAccount": ("v1", "serviceaccounts"), "Role": (f"{RBAC_GROUP}/
            "ClusterRoleBinding": (f"{RBAC_GROUP}/v1", "clusterrolebindings")}
 
 
-def chart_rbac(namespaces: list[str], release_namespace: str = "sessionops-system") -> list[dict[str, Any]]:
-    """The chart's RBAC objects for these worker namespaces (``helm template``: no cluster needed)."""
-    return copy.deepcopy(_render(tuple(namespaces), release_namespace))
+def chart_rbac(namespaces: list[str], release_namespace: str = "sessionops-system",
+               secret_names: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """The chart's RBAC objects for these worker namespaces (``helm template``: no cluster needed);
+    ``secret_names`` is ``worker.rbac.secretNames``, the Secrets workers may read (MCP headers)."""
+    return copy.deepcopy(_render(tuple(namespaces), release_namespace, tuple(secret_names)))
 
 
 @functools.cache
-def _render(namespaces: tuple[str, ...], release_namespace: str) -> list[dict[str, Any]]:
+def _render(namespaces: tuple[str, ...], release_namespace: str, secret_names: tuple[str, ...]) -> list[dict[str, Any]]:
     args = [str(HELM), "template", "sessionops", str(ROOT / "charts" / "sessionops"), "-n", release_namespace,
             "--set", "postgresql.enabled=false", "--set", "externalDatabase.existingSecret=sessionops-database"]
     for i, ns in enumerate(namespaces):
         args += ["--set", f"workerNamespaces[{i}]={ns}"]
+    for i, name in enumerate(secret_names):
+        args += ["--set", f"worker.rbac.secretNames[{i}]={name}"]
     for template in RBAC_TEMPLATES:
         args += ["--show-only", template]
     out = subprocess.run(args, check=True, capture_output=True, text=True).stdout

@@ -17,13 +17,14 @@ def subject_of(userinfo: Mapping[str, Any]) -> SubmittedBy:
                        extra={k: list(v) for k, v in (userinfo.get("extra") or {}).items()})
 
 
-def review_spec(subject: SubmittedBy, namespace: str, verb: str, resource: str, name: str) -> dict[str, Any]:
-    """The SubjectAccessReview spec: may ``subject`` ``verb`` this object of our API group?"""
-    spec: dict[str, Any] = {
-        "user": subject.username,
-        "resourceAttributes": {"namespace": namespace, "verb": verb, "group": GROUP, "resource": resource,
-                               "name": name},
-    }
+def review_spec(subject: SubmittedBy, namespace: str, verb: str, resource: str, name: str, *,
+                group: str = GROUP) -> dict[str, Any]:
+    """The SubjectAccessReview spec: may ``subject`` ``verb`` this object (of our API group unless
+    ``group`` says otherwise; an empty ``name`` means any object of the resource)?"""
+    attributes = {"namespace": namespace, "verb": verb, "group": group, "resource": resource}
+    if name:
+        attributes["name"] = name
+    spec: dict[str, Any] = {"user": subject.username, "resourceAttributes": attributes}
     if subject.groups:
         spec["groups"] = list(subject.groups)
     if subject.uid:

@@ -23,6 +23,8 @@ CHART = ROOT / "charts" / "sessionops"
 TOOLS = ROOT / ".tools" / "bin"
 RELEASE = "sessionops"
 NAMESPACE = "sessionops-system"
+DEFAULT_WORKER_NAMESPACES = ["default"]
+"""The chart's default workerNamespaces: never the release namespace unless told to."""
 
 # The Helm binaries the chart must work with: `make tools` installs both.
 HELMS = {"helm4": TOOLS / "helm", "helm3": TOOLS / "helm3"}

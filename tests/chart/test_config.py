@@ -81,9 +81,22 @@ def test_every_config_value_reaches_the_config(renderer: Renderer) -> None:
     assert (config.worker.lease_duration_seconds, config.worker.start_timeout_seconds,
             config.worker.max_retries) == (60, 120, 1)
     assert [d for d in rendered.of_kind("ServiceAccount") if d["metadata"]["name"] == "agents"]
-    # No catalog secret: the workers may read only the database's.
-    role = rendered.one("Role", f"{RELEASE}-worker-secrets")
-    assert role["rules"][0]["resourceNames"] == [f"{RELEASE}-postgresql"]
+    # The allow-list of Agent images defaults to the worker image the chart runs.
+    assert config.worker.image_patterns() == ["registry.local/worker:9"]
+    assert config.worker_namespaces == ["default"]
+    assert config.mcp_egress.allowed_cidrs == [] and config.mcp_egress.allowed_hosts == []
+
+
+def test_security_values_reach_the_config(renderer: Renderer) -> None:
+    values = {"worker": {"allowedImages": ["registry.corp/agents/*"]}, "workerNamespaces": ["team-a", "team-b"],
+              "config": {"mcpEgress": {"allowedCidrs": ["169.254.10.0/24"], "allowedHosts": ["tools.corp"]}}}
+    out = renderer.template_values("helm4", values)
+    assert out.returncode == 0, out.stderr
+    config = _config(Rendered(list(yaml.safe_load_all(out.stdout)), out.stdout, values))
+    assert config.worker.image_patterns() == ["registry.corp/agents/*"]
+    assert config.worker_namespaces == ["team-a", "team-b"]
+    assert config.mcp_egress.allowed_cidrs == ["169.254.10.0/24"]
+    assert config.mcp_egress.allowed_hosts == ["tools.corp"]
 
 
 # --- database --------------------------------------------------------------------------

@@ -17,6 +17,7 @@ import referencing
 
 from tests.chart.helm import (
     CHART,
+    DEFAULT_WORKER_NAMESPACES,
     EXPECTED_MAJOR,
     NAMESPACE,
     RELEASE,
@@ -189,7 +190,7 @@ def test_the_validation_catches_mistakes(default: Rendered) -> None:
 def test_every_object_is_namespaced_in_the_release_or_cluster_scoped(rendered: Any) -> None:
     cluster_scoped = {"ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition",
                       "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"}
-    worker_namespaces = set(rendered.values.get("workerNamespaces") or [NAMESPACE])
+    worker_namespaces = set(rendered.values.get("workerNamespaces") or DEFAULT_WORKER_NAMESPACES)
     for doc in rendered.docs:
         ns = doc["metadata"].get("namespace")
         where = f"{doc['kind']}/{doc['metadata']['name']}"

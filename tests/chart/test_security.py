@@ -6,7 +6,14 @@ from typing import Any
 
 import pytest
 
-from tests.chart.helm import NAMESPACE, RELEASE, Rendered, iter_pod_specs, parse_docs
+from tests.chart.helm import (
+    DEFAULT_WORKER_NAMESPACES,
+    NAMESPACE,
+    RELEASE,
+    Rendered,
+    iter_pod_specs,
+    parse_docs,
+)
 
 ROLE_KINDS = ("Role", "ClusterRole")
 
@@ -106,7 +113,7 @@ def test_bindings_point_at_the_operator_account(default: Rendered) -> None:
 
 
 def test_worker_rbac_in_every_worker_namespace(rendered: Rendered) -> None:
-    namespaces = rendered.values.get("workerNamespaces") or [NAMESPACE]
+    namespaces = rendered.values.get("workerNamespaces") or DEFAULT_WORKER_NAMESPACES
     subjects = [{"kind": "ServiceAccount", "name": "sessionops-worker", "namespace": ns} for ns in namespaces]
     for ns in namespaces:
         accounts = [d for d in rendered.of_kind("ServiceAccount") if d["metadata"].get("namespace") == ns
@@ -148,20 +155,66 @@ def test_worker_rbac_in_every_worker_namespace(rendered: Rendered) -> None:
     assert cluster == [{"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"],
                         "verbs": ["create"]}]
     assert rendered.one("ClusterRoleBinding", f"{RELEASE}-worker")["subjects"] == subjects
-    assert rendered.one("RoleBinding", f"{RELEASE}-worker-secrets")["subjects"] == subjects
 
 
-def test_workers_read_only_the_named_secrets(rendered: Rendered) -> None:
-    """Model credentials and the DSN live in the operator's namespace; workers get them by name."""
-    rules = _rules(rendered, "Role", f"{RELEASE}-worker-secrets", NAMESPACE)
-    assert len(rules) == 1 and rules[0]["verbs"] == ["get"]
-    names = set(rules[0]["resourceNames"])
-    external = rendered.values.get("externalDatabase", {}).get("existingSecret")
-    assert (external or f"{RELEASE}-postgresql") in names
-    assert "sessionops-openai" in names
-    env = {e["name"]: e for e in rendered.find("Deployment", "-operator")["spec"]["template"]["spec"]
-           ["containers"][0]["env"]}
-    assert env["SESSIONOPS_DATABASE_SECRET"]["value"] in names
+def _worker_rules(rendered: Rendered) -> list[tuple[str, dict[str, Any]]]:
+    """Every rule of every Role and ClusterRole bound to a worker ServiceAccount, with where it is."""
+    bound: set[tuple[str, str | None, str]] = set()
+    for binding in [*rendered.of_kind("RoleBinding"), *rendered.of_kind("ClusterRoleBinding")]:
+        if any(s.get("kind") == "ServiceAccount" and s.get("name") == "sessionops-worker"
+               for s in binding.get("subjects") or []):
+            ref = binding["roleRef"]
+            scope = binding["metadata"].get("namespace") if ref["kind"] == "Role" else None
+            bound.add((ref["kind"], scope, ref["name"]))
+    assert bound, "no binding of the worker ServiceAccount"
+    return [(f"{kind} {ns}/{name}", rule) for kind, ns, name in sorted(bound, key=str)
+            for rule in _rules(rendered, kind, name, ns)]
+
+
+def test_workers_read_no_secret_but_the_ones_named(rendered: Rendered) -> None:
+    """No worker rule reads Secrets without resourceNames; by default workers read no Secret at all
+    through the API (the kubelet mounts the model key and the database credential)."""
+    for where, rule in _worker_rules(rendered):
+        if "" in rule["apiGroups"] and "secrets" in rule["resources"]:
+            assert rule.get("resourceNames"), f"{where}: namespace-wide Secret rule {rule}"
+            assert set(rule["verbs"]) <= {"get"}, where
+            names = rendered.values.get("worker", {}).get("rbac", {}).get("secretNames")
+            assert names and rule["resourceNames"] == names, where
+    if not rendered.values.get("worker", {}).get("rbac", {}).get("secretNames"):
+        assert not [r for _, r in _worker_rules(rendered) if "secrets" in r["resources"]]
+
+
+def test_worker_secret_names_are_granted_by_name_only(renderer: Any) -> None:
+    values = {"worker": {"rbac": {"secretNames": ["mcp-calc", "mcp-search"]}}, "workerNamespaces": ["team-a"]}
+    out = renderer.template_values("helm4", values)
+    assert out.returncode == 0, out.stderr
+    rendered = Rendered(parse_docs(out.stdout), out.stdout, values)
+    rules = _rules(rendered, "Role", f"{RELEASE}-worker", "team-a")
+    assert _allows(rules, "", "secrets", "get", "mcp-calc") and _allows(rules, "", "secrets", "get", "mcp-search")
+    assert not _allows(rules, "", "secrets", "get", "sessionops-database")
+    assert not _allows(rules, "", "secrets", "get")
+    test_workers_read_no_secret_but_the_ones_named(rendered)
+    # The option that granted every Secret of the namespace is gone: the schema names it.
+    old = renderer.template_values("helm4", {"worker": {"rbac": {"readSecretsInNamespace": True}}})
+    assert old.returncode != 0 and "readSecretsInNamespace" in old.stderr
+
+
+def test_workers_never_run_in_the_operator_namespace_unless_told(renderer: Any, default: Rendered) -> None:
+    assert default.values.get("workerNamespaces") is None  # the chart's own default
+    accounts = [d["metadata"]["namespace"] for d in default.of_kind("ServiceAccount")
+                if d["metadata"]["name"] == "sessionops-worker"]
+    assert accounts == DEFAULT_WORKER_NAMESPACES and NAMESPACE not in accounts
+    refused = renderer.template_values("helm4", {"workerNamespaces": ["team-a", NAMESPACE]})
+    assert refused.returncode != 0
+    assert (f'workerNamespaces: "{NAMESPACE}" is the release namespace' in refused.stderr
+            and "allowWorkersInOperatorNamespace=true" in refused.stderr), refused.stderr
+    empty = renderer.template_values("helm4", {"workerNamespaces": None})
+    assert empty.returncode != 0 and "workerNamespaces: list the namespaces where agents run" in empty.stderr
+    told = renderer.template_values("helm4", {"workerNamespaces": [NAMESPACE], "allowWorkersInOperatorNamespace": True})
+    assert told.returncode == 0, told.stderr
+    rendered = Rendered(parse_docs(told.stdout), told.stdout, {})
+    assert [d for d in rendered.of_kind("ServiceAccount") if d["metadata"]["name"] == "sessionops-worker"
+            and d["metadata"]["namespace"] == NAMESPACE]
 
 
 # --- pods ------------------------------------------------------------------------------
@@ -268,7 +321,7 @@ def test_network_policy(rendered: Rendered) -> None:
         assert postgres is None
         return
     (rule,) = postgres["spec"]["ingress"]
-    namespaces = rendered.values.get("workerNamespaces") or [NAMESPACE]
+    namespaces = rendered.values.get("workerNamespaces") or DEFAULT_WORKER_NAMESPACES
     assert rule["from"][0]["podSelector"]["matchLabels"] == deployment["spec"]["selector"]["matchLabels"]
     assert rule["from"][1]["namespaceSelector"]["matchExpressions"][0]["values"] == namespaces
 

@@ -29,6 +29,7 @@ EXPECTED_RULES = {
     "MutatingWebhookConfiguration": {
         ("agentsessions", ("CREATE", "UPDATE")),
         ("agentinputs", ("CREATE", "UPDATE")),
+        ("agents", ("CREATE", "UPDATE")),
     },
     "ValidatingWebhookConfiguration": {
         ("agentsessions", ("CREATE", "UPDATE")),
@@ -298,3 +299,20 @@ def test_metadata_only_updates_skip_the_webhooks_unless_a_session_label_changes(
     assert _calls(validating, "UPDATE", "agentsessions", stored, relabelled)
     assert not _calls(validating, "UPDATE", "agentinputs", stored, relabelled)
     assert not _calls(hooks["MutatingWebhookConfiguration"], "UPDATE", "agentsessions", stored, relabelled)
+
+
+def test_an_agent_author_annotation_edit_reaches_both_webhooks(default: Rendered) -> None:
+    """The recorded author of an Agent's worker settings is whose permissions are re-checked before
+    each Job: a metadata-only update that changes it must not skip admission."""
+    author = "sessionops.dev/worker-settings-author"
+    stored = {"metadata": {"name": "a", "annotations": {author: '{"username":"alice"}'}}, "spec": {"x": 1}}
+    forged = {**stored, "metadata": {"name": "a", "annotations": {author: '{"username":"admin"}'}}}
+    dropped = {**stored, "metadata": {"name": "a"}}
+    noted = {**stored, "metadata": {"name": "a", "annotations": {author: '{"username":"alice"}', "n": "y"}}}
+    for kind, found in _webhooks(default).items():
+        hook = found["hook"]
+        assert _calls(hook, "UPDATE", "agents", stored, forged), kind
+        assert _calls(hook, "UPDATE", "agents", stored, dropped), kind
+        assert _calls(hook, "UPDATE", "agents", dropped, stored), kind
+        assert not _calls(hook, "UPDATE", "agents", stored, noted), kind
+        assert not _calls(hook, "UPDATE", "agentinputs", stored, forged), kind

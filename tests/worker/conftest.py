@@ -17,7 +17,7 @@ from tests.agent.pg import pg_dsn, pg_template  # noqa: F401  (fixtures)
 from tests.identities import api_path, chart_rbac, role_binding
 from tests.podrunner import PodRunner
 from tests.podrunner.threaded import threaded_cluster
-from tests.worker.harness import ALICE, ALICE_EDIT, NS, OPERATOR_NS, Stack
+from tests.worker.harness import ALICE, ALICE_EDIT, MCP_HEADER_SECRETS, NS, OPERATOR_NS, Stack
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIO_DIRS = [ROOT / "examples" / "replay", Path(__file__).parent / "scenarios"]
@@ -52,7 +52,7 @@ def stack(tmp_path: Path, replay: ReplayServer, pg_dsn: str) -> Iterator[Stack]:
         # The workers run as the chart's worker ServiceAccount with the chart's RBAC; alice, who sends
         # the inputs, may use agents in NS as anybody bound to `edit` there.
         kube.request("POST", "/api/v1/namespaces", body={"metadata": {"name": OPERATOR_NS}})
-        for doc in chart_rbac([NS], OPERATOR_NS):
+        for doc in chart_rbac([NS], OPERATOR_NS, secret_names=MCP_HEADER_SECRETS):
             kube.request("POST", api_path(doc), body=doc)
         kube.request("POST", f"/apis/rbac.authorization.k8s.io/v1/namespaces/{NS}/rolebindings",
                      body=role_binding(ALICE_EDIT, NS, "edit", users=[ALICE.username]))

@@ -37,6 +37,8 @@ ALICE = SubmittedBy(username="alice", uid="uid-alice", groups=["team-a-devs", "s
 ALICE_EDIT = "alice-edit"
 """alice's RoleBinding to the aggregated ``edit`` ClusterRole in NS: what lets her use agents there."""
 OPERATOR_NS = "sessionops-system"
+MCP_HEADER_SECRETS = ("calc-headers",)
+"""Secrets the stack's workers may read (chart value ``worker.rbac.secretNames``): MCP headers."""
 POLL = 0.05
 
 

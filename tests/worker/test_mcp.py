@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import dataclasses
+import ipaddress
 import json
 import logging
 import socket
@@ -22,14 +23,16 @@ import pytest
 import uvicorn
 from mcp.server.fastmcp import Context, FastMCP
 
+from sessionops.api.config import McpEgress
 from sessionops.api.snapshot import McpServer, SecretHeaders
+from sessionops.egress import Policy
 from sessionops.worker.access import Access
 from sessionops.worker.mcp import McpTools, server_connections
-from tests.worker.harness import ALICE, NS, Stack
+from tests.worker.harness import ALICE, MCP_HEADER_SECRETS, NS, Stack
 
 TOKEN = "calc-token-s3cret"
 HEADER = "X-Calc-Token"
-SECRET = "calc-headers"
+SECRET = MCP_HEADER_SECRETS[0]
 
 
 @dataclasses.dataclass
@@ -165,6 +168,56 @@ def test_unreachable_missing_secret_and_denied_servers_are_left_out(
     assert any("dead" in w and "unreachable" in w for w in warnings)
     assert any("nosecret" in w and "absent" in w for w in warnings)
     assert TOKEN not in caplog.text
+
+
+class Resolver:
+    """The pod's DNS, played: names of the test resolve to what the table says."""
+
+    def __init__(self, table: dict[str, str]) -> None:
+        self.table = table
+        self.lookups: list[str] = []
+
+    async def __call__(self, host: str, port: int) -> list[Any]:
+        self.lookups.append(host)
+        return [ipaddress.ip_address(self.table[host])]
+
+
+def test_a_name_resolving_to_the_metadata_endpoint_is_refused_at_connection_and_an_allowed_one_works(
+        calc: Calc, caplog: pytest.LogCaptureFixture) -> None:
+    """Admission cannot see what a name will resolve to in the pod: the worker checks every
+    resolved address when it connects, and connects to the address it checked."""
+    port = calc.url.split(":")[2].split("/")[0]
+    # "localhost": a name the calc server accepts in the Host header (FastMCP's own rebinding guard).
+    dns = Resolver({"localhost": "127.0.0.1", "metadata-alias.test": "169.254.169.254"})
+    kube = FakeKube({SECRET: {HEADER: TOKEN}})
+    access = Access(kube, NS, [ALICE])  # type: ignore[arg-type]
+    servers = [_server("calc", f"http://localhost:{port}/mcp"), _server("meta", f"http://metadata-alias.test:{port}/mcp"),
+               _server("literal", "http://169.254.169.254/latest")]
+    caplog.set_level(logging.INFO, logger="sessionops.worker.mcp")
+    with McpTools(load_timeout=5) as mcp:
+        connections = server_connections(servers, access=access, kube=kube, namespace=NS,  # type: ignore[arg-type]
+                                         egress=Policy(), resolver=dns)
+        assert set(connections) == {"calc", "meta"}  # the literal is refused as written, never tried
+        tools = mcp.load(connections)
+        assert [t.name for t in tools] == ["calc__add"]
+        assert _text(tools[0].invoke({"a": 2, "b": 3})) == "5"
+    assert "metadata-alias.test" in dns.lookups and calc.tokens == [TOKEN]
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any("meta is unreachable" in w and "metadata-alias.test resolves to 169.254.169.254 is a link-local "
+               "address" in w for w in warnings), warnings
+    assert any("literal left out" in w and "169.254.169.254 is a link-local address" in w for w in warnings), warnings
+    # The operator's allow-list widens it: the same name, allowed by network, connects (here to the calc
+    # server, which the table puts there for the test).
+    allowed = Policy.of(McpEgress(allowed_cidrs=["127.0.0.0/8"]), {})
+    api = Policy.of(McpEgress(), {"KUBERNETES_SERVICE_HOST": "127.0.0.1", "KUBERNETES_SERVICE_PORT": port})
+    with McpTools(load_timeout=5) as mcp:
+        refused = mcp.load(server_connections(servers[:1], access=access, kube=kube, namespace=NS,  # type: ignore[arg-type]
+                                              egress=api, resolver=dns))
+        widened = mcp.load(server_connections(servers[:1], access=access, kube=kube, namespace=NS,  # type: ignore[arg-type]
+                                              egress=Policy(allowed_networks=allowed.allowed_networks,
+                                                            api_server=api.api_server), resolver=dns))
+    assert refused == [] and "is the cluster's API server" in caplog.text
+    assert [t.name for t in widened] == ["calc__add"]
 
 
 def test_a_server_failing_mid_turn_gives_an_error_result_not_a_failed_turn() -> None:

@@ -93,8 +93,23 @@ app.kubernetes.io/component: {{ .component }}
 
 {{/* Namespaces where agents run: each gets the worker ServiceAccount and Role. */}}
 {{- define "sessionops.workerNamespaces" -}}
-{{- $namespaces := .Values.workerNamespaces | default (list .Release.Namespace) -}}
-{{- toJson (uniq $namespaces) -}}
+{{- $namespaces := uniq (.Values.workerNamespaces | default list) -}}
+{{- if not $namespaces -}}
+{{- fail "workerNamespaces: list the namespaces where agents run (e.g. --set 'workerNamespaces={team-a}')" -}}
+{{- end -}}
+{{- if and (has .Release.Namespace $namespaces) (not .Values.allowWorkersInOperatorNamespace) -}}
+{{- fail (printf "workerNamespaces: %q is the release namespace, where the operator's Secrets live (the webhook's TLS key, the database credential); run agents in another namespace, or set allowWorkersInOperatorNamespace=true to accept that" .Release.Namespace) -}}
+{{- end -}}
+{{- toJson $namespaces -}}
+{{- end -}}
+
+{{/* Images an Agent may name in spec.worker.image (glob patterns). */}}
+{{- define "sessionops.allowedImages" -}}
+{{- $images := .Values.worker.allowedImages -}}
+{{- if not $images -}}
+{{- $images = list (include "sessionops.workerImage" .) -}}
+{{- end -}}
+{{- toJson (uniq $images) -}}
 {{- end -}}
 
 {{/* Where DATABASE_URL comes from: {"name": secret, "key": key}. */}}
@@ -193,6 +208,7 @@ resource with no handler, and failurePolicy Fail then rejects the request.
 {{- define "sessionops.mutatingRules" -}}
 - {resource: agentsessions, operations: [CREATE, UPDATE]}
 - {resource: agentinputs, operations: [CREATE, UPDATE]}
+- {resource: agents, operations: [CREATE, UPDATE]}
 {{- end -}}
 
 {{- define "sessionops.validatingRules" -}}

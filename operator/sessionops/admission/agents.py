@@ -5,9 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from sessionops import podaccess
 from sessionops.admission.errors import Rejection, parse
 from sessionops.api import limits
 from sessionops.api.agent import AgentSpec
+from sessionops.api.config import WorkerConfig
+from sessionops.api.input import SubmittedBy
+from sessionops.egress import Policy
 
 
 def check_sizes(spec: dict[str, Any], parsed: AgentSpec) -> None:
@@ -48,3 +52,33 @@ def check_agent(spec: dict[str, Any]) -> AgentSpec:
         if missing:
             raise Rejection("spec.preloadSkills", f"not among spec.skills: {', '.join(missing)}")
     return parsed
+
+
+def check_mcp_urls(parsed: AgentSpec, policy: Policy) -> None:
+    """MCP URLs that point at link-local, metadata or API server addresses are refused as written
+    (the worker checks the resolved addresses again when it connects)."""
+    for i, server in enumerate(parsed.mcp_servers):
+        if (problem := policy.url_problem(server.url)) is not None:
+            raise Rejection(f"spec.mcpServers[{i}].url",
+                            f"{server.url!r} is refused: {problem}; the operator config's mcpEgress "
+                            "(allowedCidrs, allowedHosts) can allow it")
+
+
+def check_static(parsed: AgentSpec, config: WorkerConfig) -> None:
+    """The image allow-list and reserved env names (no lookup needed)."""
+    problems = podaccess.static_problems(parsed.worker, config)
+    if problems:
+        field, reason = problems[0]
+        raise Rejection(field, reason)
+
+
+def recorded_author(spec: dict[str, Any], old_spec: dict[str, Any] | None, old_annotations: dict[str, str],
+                    requester: SubmittedBy) -> str | None:
+    """The author annotation the Agent must carry: none without pod-shaping or Secret-reading
+    fields; the requester when they set or changed them; else the author recorded before."""
+    fields = podaccess.authored_fields(spec)
+    if not fields["worker"] and not any(fields["mcpHeaders"]):
+        return None
+    if old_spec is None or podaccess.authored_fields(old_spec) != fields:
+        return podaccess.author_annotation(requester)
+    return old_annotations.get(podaccess.AUTHOR_ANNOTATION)

@@ -7,6 +7,7 @@ says its unit, default and why.
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import json
 from typing import Literal
 
@@ -64,6 +65,33 @@ class WorkerConfig(ApiModel):
     database_secret: SecretKeyRef = Field(
         default_factory=lambda: SecretKeyRef(name="sessionops-database", key="url"),
         description="Secret (in each worker namespace) holding the PostgreSQL DSN of the checkpoints.")
+    allowed_images: list[str] | None = Field(
+        default=None,
+        description="Images an Agent's spec.worker.image may name (glob patterns, e.g. registry.corp/agents/*). "
+                    "Default: the worker image only. Checked at Agent admission and again before each Job.")
+
+    def image_patterns(self) -> list[str]:
+        """The allow-list: explicit patterns, else the images this configuration itself runs."""
+        return list(self.allowed_images) if self.allowed_images is not None else [self.image]
+
+
+class McpEgress(ApiModel):
+    """Where MCP server URLs may point beyond the default (link-local, cloud metadata and the
+    cluster's API server are refused at Agent admission and at connection time)."""
+
+    allowed_cidrs: list[str] = Field(
+        default_factory=list, description="Networks allowed even when otherwise refused, e.g. 169.254.10.0/24.")
+    allowed_hosts: list[str] = Field(
+        default_factory=list, description="Host names allowed whatever they resolve to (exact, lower case).")
+
+    @model_validator(mode="after")
+    def _valid_networks(self) -> McpEgress:
+        for cidr in self.allowed_cidrs:
+            try:
+                ipaddress.ip_network(cidr, strict=False)
+            except ValueError:
+                raise ValueError(f"mcpEgress.allowedCidrs: {cidr!r} is not a network (CIDR)") from None
+        return self
 
 
 class OperatorConfig(ApiModel):
@@ -82,6 +110,11 @@ class OperatorConfig(ApiModel):
         default=5, ge=1, description="Levels of children below a root session; deeper delegate calls are refused.")
     delegation_timeout_seconds: int = Field(
         default=3600, ge=1, description="How long a run waits for its children before it resumes without them.")
+    worker_namespaces: list[str] | None = Field(
+        default=None,
+        description="Namespaces the operator serves: sessions and inputs elsewhere are refused at admission. "
+                    "None: every namespace but the operator's own (the chart always sets the list).")
+    mcp_egress: McpEgress = Field(default_factory=McpEgress, description="Widens where MCP servers may be reached.")
 
     @model_validator(mode="after")
     def _default_model_in_catalog(self) -> OperatorConfig:

@@ -49,6 +49,7 @@ def job_body(run: dict[str, Any], segment: int, kind: str, *, config: OperatorCo
         _env("SESSIONOPS_LEASE_SECONDS", config.worker.lease_duration_seconds),
         _env("SESSIONOPS_CHECKPOINT_RETENTION", config.checkpoint_retention),
         _env("SESSIONOPS_TRANSCRIPT_TOOL_RESULT_CHARS", config.transcript_tool_result_chars),
+        _env("SESSIONOPS_MCP_EGRESS", config.mcp_egress.model_dump_json(by_alias=True)),
         {"name": "DATABASE_URL", "valueFrom": {"secretKeyRef": {
             "name": config.worker.database_secret.name, "key": config.worker.database_secret.key}}},
         *(model_env(entry) if entry is not None else []),

@@ -16,7 +16,7 @@ from sessionops.api.run_conditions import with_phase
 from sessionops.delegation import reconcile as delegation
 from sessionops.delegation import tree
 from sessionops.delegation.names import TREE_LABEL
-from sessionops.execution import jobs, segments
+from sessionops.execution import authorship, jobs, segments
 from sessionops.kube import Conflict, Invalid, Kube
 from sessionops.locks import coalesced
 from sessionops.scheduling.names import SESSION_LABEL
@@ -25,10 +25,13 @@ from sessionops.timestamps import iso
 logger = logging.getLogger(__name__)
 
 
-async def worker_settings(kube: Kube, namespace: str, run: dict[str, Any]) -> WorkerSettings | None:
-    """Pod settings are infrastructure, not agent behaviour: read from the current Agent."""
+async def source_agent(kube: Kube, namespace: str, run: dict[str, Any]) -> dict[str, Any] | None:
     source = (run["spec"]["contextSnapshot"].get("source") or {}).get("agentName")
-    agent = await kube.get("agents", namespace, source) if source else None
+    return await kube.get("agents", namespace, source) if source else None
+
+
+def worker_settings(agent: dict[str, Any] | None) -> WorkerSettings | None:
+    """Pod settings are infrastructure, not agent behaviour: read from the current Agent."""
     worker = ((agent or {}).get("spec") or {}).get("worker")
     return WorkerSettings.model_validate(worker) if worker else None
 
@@ -151,8 +154,12 @@ async def apply(kube: Kube, config: OperatorConfig, run: dict[str, Any], plan: s
             return
     if plan.start_segment is not None:
         n, kind, resume_input = plan.start_segment
-        body = jobs.job_body(run, n, kind, config=config, worker=await worker_settings(kube, namespace, run),
-                             resume_input=resume_input)
+        agent = await source_agent(kube, namespace, run)
+        if (refused := await authorship.refusal(kube, config, agent)) is not None:
+            await _invalid_job(kube, run, f"{name}-{n}", refused, now, reason=authorship.REASON)
+            await kube.post_event(run, type_="Warning", reason=authorship.REASON, message=refused)
+            return
+        body = jobs.job_body(run, n, kind, config=config, worker=worker_settings(agent), resume_input=resume_input)
         try:
             await kube.create_job(namespace, body)
         except Invalid as e:
@@ -163,14 +170,16 @@ async def apply(kube: Kube, config: OperatorConfig, run: dict[str, Any], plan: s
                                 {"status": {"phase": "Consumed", "run": name}})
 
 
-async def _invalid_job(kube: Kube, run: dict[str, Any], job: str, error: str, now: datetime.datetime) -> None:
+async def _invalid_job(kube: Kube, run: dict[str, Any], job: str, error: str, now: datetime.datetime,
+                       reason: str = "InvalidPodSpec") -> None:
     """The API server refuses the segment's Job (an invalid pod spec, e.g. a bad env name in the
-    Agent's worker settings): fail the run with its words, no retry (the same body fails again).
+    Agent's worker settings), or the Agent's worker settings are not allowed any more: fail the
+    run with the reason, no retry (the same body fails again).
     Safe to repeat: absolute values, and a failed run starts no segment."""
     namespace, name = run["metadata"]["namespace"], run["metadata"]["name"]
     segs = [dict(s) for s in (run.get("status") or {}).get("segments") or []]
     if segs:
-        segs[-1].update(outcome=segments.NOT_STARTED, finishedAt=iso(now), reason=f"InvalidPodSpec: {error}")
+        segs[-1].update(outcome=segments.NOT_STARTED, finishedAt=iso(now), reason=f"{reason}: {error}")
     await kube.patch_status("agentruns", namespace, name, {"status": with_phase(
         run, {"segments": segs, "phase": RunPhase.FAILED.value, "waitpoint": None}, now,
-        reason="InvalidPodSpec", message=f"job {job}: {error}")})
+        reason=reason, message=f"job {job}: {error}")})

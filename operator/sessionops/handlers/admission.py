@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import inspect
 import logging
+import os
 import time
 from collections.abc import Callable
 from typing import Any
 
 import kopf
 
-from sessionops import GROUP, VERSION, authz, metrics
-from sessionops.admission import agents, delegated, inputs, receipt, sessions, status
+from sessionops import GROUP, VERSION, authz, egress, metrics, podaccess
+from sessionops.admission import agents, delegated, inputs, namespaces, receipt, sessions, status
 from sessionops.admission.errors import FORBIDDEN, Rejection, parse
 from sessionops.api.input import AgentInputSpec
 from sessionops.api.session import AgentSessionSpec
@@ -65,6 +67,8 @@ async def mutate_session(body: kopf.Body, old: Any, operation: str, patch: kopf.
         parse(AgentSessionSpec, {k: v for k, v in body.spec.items() if k != "contextSnapshot"})
         config = rt.config.current
         agent_name = (body.spec.get("agentRef") or {}).get("name", "")
+        if operation == "CREATE":
+            namespaces.check_served(body.metadata.namespace, config, rt.settings.namespace)
         if operation == "CREATE" and body.spec.get("delegation"):
             snapshot = await _admit_child(rt, body, patch, userinfo)
         elif operation == "CREATE":
@@ -159,6 +163,7 @@ async def mutate_input(body: kopf.Body, old: Any, operation: str, patch: kopf.Pa
                         "the values sent were replaced")
     try:
         parse(AgentInputSpec, {k: v for k, v in body.spec.items() if k not in inputs.SERVER_OWNED})
+        namespaces.check_served(body.metadata.namespace, rt.config.current, rt.settings.namespace)
         on_behalf = await _delegated_submitter(rt, body, userinfo)
         allocated = await receipt.receive(rt.kube, rt.config.current, body.metadata.namespace, dict(body.spec),
                                           dry_run=dryrun)
@@ -221,12 +226,58 @@ def validate_session(body: kopf.Body, old: Any, operation: str, **_: Any) -> Non
         raise kopf.AdmissionError(problem, code=422)
 
 
+@kopf.on.mutate(GROUP, VERSION, "agents", id=MUTATE, operations=["CREATE", "UPDATE"])
+@functools.partial(measured, "Agent")
+async def mutate_agent(body: kopf.Body, old: Any, operation: str, patch: kopf.Patch, userinfo: dict[str, Any],
+                       **_: Any) -> None:
+    """Records who set the pod-shaping fields (the identity re-checked before each Job); a
+    client's own value is replaced, and an edit of other fields keeps the recorded author."""
+    wanted = agents.recorded_author(dict(body.spec), dict((old or {}).get("spec") or {}) if old else None,
+                                    dict((old or {}).get("metadata", {}).get("annotations") or {}),
+                                    authz.subject_of(userinfo))
+    if (body.metadata.annotations or {}).get(podaccess.AUTHOR_ANNOTATION) != wanted:
+        patch.metadata["annotations"] = {podaccess.AUTHOR_ANNOTATION: wanted}
+
+
 @kopf.on.validate(GROUP, VERSION, "agents", id=VALIDATE, operations=["CREATE", "UPDATE"])
-def validate_agent(spec: kopf.Spec, **_: Any) -> None:
+@functools.partial(measured, "Agent")
+async def validate_agent(body: kopf.Body, old: Any, operation: str, userinfo: dict[str, Any], memo: Any,
+                         **_: Any) -> None:
+    """The spec is valid; fields that changed are allowed to the requester: the image by the
+    allow-list, what a pod with these settings needs by SubjectAccessReviews, MCP URLs by the
+    egress policy."""
+    rt: Runtime = memo.runtime
+    spec = dict(body.spec)
+    old_spec = dict((old or {}).get("spec") or {}) if operation == "UPDATE" else None
+    requester = authz.subject_of(userinfo)
     try:
-        agents.check_agent(dict(spec))
+        parsed = agents.check_agent(spec)
+        config = rt.config.current
+        if old_spec is None or spec.get("mcpServers") != old_spec.get("mcpServers"):
+            agents.check_mcp_urls(parsed, egress.Policy.of(config.mcp_egress, os.environ))
+        annotations = dict(body.metadata.annotations or {})
+        expected = agents.recorded_author(spec, old_spec, dict((old or {}).get("metadata", {}).get("annotations")
+                                                              or {}), requester)
+        if annotations.get(podaccess.AUTHOR_ANNOTATION) != expected:
+            raise Rejection(f"metadata.annotations[{podaccess.AUTHOR_ANNOTATION}]",
+                            "server-owned: set by the sessionops mutating webhook to who set the worker settings")
+        if old_spec is None or podaccess.authored_fields(spec) != podaccess.authored_fields(old_spec):
+            agents.check_static(parsed, config.worker)
+            await _check_needs(rt, podaccess.needs(parsed, config.worker), requester, body.metadata.namespace)
     except Rejection as r:
         raise _deny(r) from None
+    except ConfigError as e:
+        raise kopf.AdmissionError(f"sessionops has no valid configuration yet: {e}", code=503) from None
+
+
+async def _check_needs(rt: Runtime, needs: list[podaccess.Need], subject: Any, namespace: str) -> None:
+    """Every permission the fields need, asked of the API server for ``subject``; all refusals named."""
+    answers = await asyncio.gather(*(rt.kube.access_review(n.review_spec(subject, namespace)) for n in needs))
+    refused = [f"{n.field}: {n.refusal(subject, namespace, reason)}" for n, (ok, reason) in zip(needs, answers,
+                                                                                              strict=True) if not ok]
+    if refused:
+        first, _, message = refused[0].partition(": ")
+        raise Rejection(first, "; ".join([message, *refused[1:]]), FORBIDDEN)
 
 
 @kopf.on.validate(GROUP, VERSION, "agentruns", id=VALIDATE, operations=["UPDATE"])

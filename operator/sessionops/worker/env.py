@@ -12,6 +12,9 @@ import socket
 from collections.abc import Mapping
 from pathlib import Path
 
+from pydantic import ValidationError
+
+from sessionops.api.config import McpEgress
 from sessionops.api.run import SegmentKind
 from sessionops.api.transcript import TOOL_RESULT_MAX
 
@@ -63,6 +66,8 @@ class WorkerEnv:
     """Checkpoints of the thread kept after each segment (the operator config's ``checkpointRetention``)."""
     transcript_tool_result_chars: int = TOOL_RESULT_MAX
     """Characters of a tool result kept in the transcript (``transcriptToolResultChars``)."""
+    mcp_egress: McpEgress = dataclasses.field(default_factory=McpEgress)
+    """The operator config's ``mcpEgress`` (``SESSIONOPS_MCP_EGRESS``, JSON): where MCP servers may be reached."""
 
     @property
     def segment_name(self) -> str:
@@ -112,6 +117,10 @@ class WorkerEnv:
                 temperature=number("SESSIONOPS_MODEL_TEMPERATURE", None, float),
                 api_key=env.get("SESSIONOPS_MODEL_API_KEY", "").strip() or None,
             )
+        try:
+            egress = McpEgress.model_validate_json(env.get("SESSIONOPS_MCP_EGRESS", "").strip() or "{}")
+        except ValidationError:
+            raise EnvError("SESSIONOPS_MCP_EGRESS is not a valid mcpEgress object (JSON)") from None
         # A Resume segment without an input answers a Delegation waitpoint (children's outcomes).
         resume = env.get("SESSIONOPS_RESUME_INPUT", "").strip() or None
         return cls(
@@ -128,4 +137,5 @@ class WorkerEnv:
             identity=env.get("HOSTNAME", "").strip() or socket.gethostname(),
             checkpoint_retention=retention,
             transcript_tool_result_chars=result_chars,
+            mcp_egress=egress,
         )

@@ -33,7 +33,9 @@ from kubernetes.client.exceptions import ApiException
 from langchain_core.tools import BaseTool, StructuredTool, ToolException
 
 from sessionops.api.snapshot import McpServer
+from sessionops.egress import Policy
 from sessionops.worker.access import MCP_SEPARATOR, Access, mcp_server_check
+from sessionops.worker.egress import EgressRefused, Resolver, client_factory, resolve
 from sessionops.worker.k8s import WorkerKube
 
 if TYPE_CHECKING:
@@ -57,25 +59,38 @@ TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
 def describe(error: BaseException) -> str:
-    """Exception type names only (leaves of exception groups): messages may carry URLs or headers."""
+    """Exception type names only (leaves of exception groups): messages may carry URLs or headers.
+    An egress refusal keeps its message (host and reason, written by us)."""
     if isinstance(error, BaseExceptionGroup):
         return ", ".join(sorted({describe(e) for e in error.exceptions}))
+    cause: BaseException | None = error
+    while cause is not None:
+        if isinstance(cause, EgressRefused):  # our own words: the host and the reason, no secrets
+            return f"{type(error).__name__}: {cause}"
+        cause = cause.__cause__
     return type(error).__name__
 
 
 def server_connections(servers: Sequence[McpServer], *, access: Access, kube: WorkerKube,
-                       namespace: str) -> dict[str, StreamableHttpConnection]:
+                       namespace: str, egress: Policy | None = None,
+                       resolver: Resolver = resolve) -> dict[str, StreamableHttpConnection]:
     """Connections of the servers the turn may use now, headers read from their Secrets.
 
-    Denied servers are skipped without reading their Secret. A missing or unreadable
-    (403) Secret leaves the server out with a warning; other API errors propagate
-    (infrastructure: the operator retries the segment).
+    Denied servers are skipped without reading their Secret. A URL the egress policy refuses
+    as written leaves its server out (warning with the reason); the others connect through
+    ``sessionops.worker.egress``, which checks every resolved address at connection time. A
+    missing or unreadable (403) Secret leaves the server out with a warning; other API errors
+    propagate (infrastructure: the operator retries the segment).
     """
+    egress = egress or Policy()
     connections: dict[str, StreamableHttpConnection] = {}
     for server in servers:
         allowed, why = access.review(mcp_server_check(server.name))
         if not allowed:
             logger.info("MCP server %s is not available: %s", server.name, why)
+            continue
+        if (problem := egress.url_problem(server.url)) is not None:
+            logger.warning("MCP server %s left out: its URL is refused: %s", server.name, problem)
             continue
         headers: dict[str, str] = {}
         if server.headers_from is not None:
@@ -95,7 +110,7 @@ def server_connections(servers: Sequence[McpServer], *, access: Access, kube: Wo
             headers = {k: v.strip() for k, v in data.items()}
         connection: StreamableHttpConnection = {
             "transport": "streamable_http", "url": server.url, "timeout": HTTP_TIMEOUT,
-            "sse_read_timeout": CALL_TIMEOUT}
+            "sse_read_timeout": CALL_TIMEOUT, "httpx_client_factory": client_factory(egress, resolver=resolver)}
         if headers:
             connection["headers"] = headers
         connections[server.name] = connection

@@ -41,7 +41,7 @@ from langgraph.types import Command
 from pydantic import ValidationError
 from urllib3.exceptions import HTTPError
 
-from sessionops import checkpoints, logs
+from sessionops import checkpoints, egress, logs
 from sessionops.agent.builder import AgentNodes, build_agent
 from sessionops.agent.delegate import delegate_tool
 from sessionops.agent.steering import SteeringMiddleware
@@ -162,7 +162,8 @@ class Segment:
         # The MCP loop thread lives as long as the graph may call MCP tools: the whole segment.
         with McpTools() as mcp, checkpoints.connect(env.database_url) as conn:
             connections = server_connections(snapshot.mcp_servers, access=access, kube=self.kube,
-                                             namespace=env.namespace)
+                                             namespace=env.namespace,
+                                             egress=egress.Policy.of(env.mcp_egress, os.environ))
             mcp_tools = mcp.load(connections)
             saver = PostgresSaver(conn)
             status = run.get("status") or {}

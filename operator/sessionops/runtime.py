@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from sessionops.configuration import ConfigStore
+from sessionops.execution.credentials import NamespaceCredentials
 from sessionops.kube import Kube
 from sessionops.settings import Settings
 
@@ -14,3 +15,13 @@ class Runtime:
     settings: Settings
     kube: Kube
     config: ConfigStore
+    credentials: NamespaceCredentials = dataclasses.field(default=None)  # type: ignore[assignment]
+    """Per-namespace database credentials (from the admin DSN of ``settings`` when not given)."""
+
+    def __post_init__(self) -> None:
+        if self.credentials is None:
+            self.credentials = NamespaceCredentials(self.settings.database_url)
+
+    def checkpoint_dsn(self, namespace: str) -> str:
+        """The admin DSN on the namespace's checkpoint schema (cleanup, session deletion)."""
+        return self.credentials.admin_dsn_for(namespace)

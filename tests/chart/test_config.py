@@ -81,9 +81,11 @@ def test_every_config_value_reaches_the_config(renderer: Renderer) -> None:
     assert (config.worker.lease_duration_seconds, config.worker.start_timeout_seconds,
             config.worker.max_retries) == (60, 120, 1)
     assert [d for d in rendered.of_kind("ServiceAccount") if d["metadata"]["name"] == "agents"]
-    # No catalog secret: the workers may read only the database's.
-    role = rendered.one("Role", f"{RELEASE}-worker-secrets")
-    assert role["rules"][0]["resourceNames"] == [f"{RELEASE}-postgresql"]
+    # No catalog secret: no Role for the workers in the operator's namespace at all (an empty
+    # resourceNames would allow every name), and never the admin DSN.
+    assert not [d for d in rendered.of_kind("Role") if d["metadata"]["name"] == f"{RELEASE}-worker-secrets"]
+    assert config.worker.database_secret.name == "sessionops-worker-database"
+    assert config.worker.database_secret.key == "dsn" and config.worker.manage_database_roles is True
 
 
 # --- database --------------------------------------------------------------------------

@@ -151,17 +151,30 @@ def test_worker_rbac_in_every_worker_namespace(rendered: Rendered) -> None:
     assert rendered.one("RoleBinding", f"{RELEASE}-worker-secrets")["subjects"] == subjects
 
 
-def test_workers_read_only_the_named_secrets(rendered: Rendered) -> None:
-    """Model credentials and the DSN live in the operator's namespace; workers get them by name."""
+def test_workers_read_only_the_named_secrets_and_never_the_admin_dsn(rendered: Rendered) -> None:
+    """Model credentials live in the operator's namespace; workers get them by name. The operator's
+    admin DSN is not among them: a worker's database credential is its namespace's own role."""
     rules = _rules(rendered, "Role", f"{RELEASE}-worker-secrets", NAMESPACE)
     assert len(rules) == 1 and rules[0]["verbs"] == ["get"]
     names = set(rules[0]["resourceNames"])
     external = rendered.values.get("externalDatabase", {}).get("existingSecret")
-    assert (external or f"{RELEASE}-postgresql") in names
+    assert (external or f"{RELEASE}-postgresql") not in names
     assert "sessionops-openai" in names
     env = {e["name"]: e for e in rendered.find("Deployment", "-operator")["spec"]["template"]["spec"]
            ["containers"][0]["env"]}
-    assert env["SESSIONOPS_DATABASE_SECRET"]["value"] in names
+    assert env["SESSIONOPS_DATABASE_SECRET"]["value"] not in names
+
+
+def test_the_operator_writes_only_the_database_credential_secret_in_worker_namespaces(rendered: Rendered) -> None:
+    """create (not limitable by name) and update of exactly the configured Secret; no list, no watch."""
+    secret = rendered.values.get("worker", {}).get("database", {}).get("secretName", "sessionops-worker-database")
+    for ns in rendered.values.get("workerNamespaces") or [NAMESPACE]:
+        rules = [r for d in rendered.of_kind("Role") if d["metadata"]["name"] == f"{RELEASE}-operator-secrets"
+                 and d["metadata"]["namespace"] == ns for r in d["rules"]]
+        assert _allows(rules, "", "secrets", "create")
+        updates = [r for r in rules if "update" in r["verbs"]]
+        assert updates and all(r.get("resourceNames") == [secret] for r in updates)
+        assert not _allows(rules, "", "secrets", "list") and not _allows(rules, "", "secrets", "delete")
 
 
 # --- pods ------------------------------------------------------------------------------

@@ -152,6 +152,12 @@ class Kube:
         pods = await self.call(self.core.list_namespaced_pod, namespace, label_selector=f"job-name={job}")
         return [self.api_client.sanitize_for_serialization(p) for p in pods.items]
 
+    async def failed_mounts(self, namespace: str, pod: str) -> list[dict[str, Any]]:
+        """The kubelet's ``FailedMount`` Events of a pod (why its volumes cannot be set up)."""
+        events = await self.call(self.core.list_namespaced_event, namespace,
+                                 field_selector=f"involvedObject.name={pod},reason=FailedMount")
+        return [self.api_client.sanitize_for_serialization(e) for e in events.items]
+
     async def running_pods(self, namespace: str, job: str) -> int:
         """Pods of the Job that may still write (not Succeeded/Failed)."""
         pods = await self.call(self.core.list_namespaced_pod, namespace, label_selector=f"job-name={job}")

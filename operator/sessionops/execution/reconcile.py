@@ -82,7 +82,11 @@ async def _pod_trouble(kube: Kube, namespace: str, last: dict[str, Any] | None,
     view = segments.JobView.of(job)
     if view.started or view.finished:
         return None
-    return segments.PodTrouble.of(await kube.job_pods(namespace, last["job"]))
+    pods = await kube.job_pods(namespace, last["job"])
+    creating = [p["metadata"]["name"] for p in pods for cs in (p.get("status") or {}).get("containerStatuses") or []
+                if ((cs.get("state") or {}).get("waiting") or {}).get("reason") == "ContainerCreating"]
+    events = [e for pod in dict.fromkeys(creating) for e in await kube.failed_mounts(namespace, pod)]
+    return segments.PodTrouble.of(pods, events)
 
 
 async def _resume_within_bound(kube: Kube, config: OperatorConfig, run: dict[str, Any],

@@ -145,6 +145,11 @@ class Stack:
     operator_env: dict[str, str] = dataclasses.field(default_factory=dict)
     pod_runner: Any = None
 
+    def checkpoint_dsn(self, namespace: str | None = None) -> str:
+        """The admin DSN on a worker namespace's checkpoint schema, as the operator reads it."""
+        scope = checkpoint_scope.scope_of(namespace or self.namespace, checkpoint_scope.database_of(self.database_url))
+        return checkpoint_scope.scoped(self.database_url, scope.schema)
+
     async def kubectl(self, *args: str, input: str | None = None, check: bool = True,
                       admin: bool = False) -> Completed:
         """The real kubectl as the stack's user (``admin=True``: as the administrator, for set-up);

@@ -84,11 +84,11 @@ class NamespaceCredentials:
                                   "operator (label app.kubernetes.io/managed-by=sessionops); it is never "
                                   "overwritten: delete it, or set worker.databaseSecret to another name")
         current = _secret_dsn(stored, ref.key)
-        keep = current is not None and checkpoint_scope.user_of(current) == scope.role
-        # The role first (without touching its password): the login check below needs it.
-        await self._provision(scope, None, limit, manage=True)
-        if keep and current is not None and await asyncio.to_thread(checkpoint_scope.authenticates, current):
-            return
+        if current is not None and checkpoint_scope.user_of(current) == scope.role:
+            # The role first (its password untouched): the login check needs it.
+            await self._provision(scope, None, limit, manage=True)
+            if await asyncio.to_thread(checkpoint_scope.authenticates, current):
+                return
         password = secrets.token_urlsafe(32)
         await self._provision(scope, password, limit, manage=True)
         dsn = checkpoint_scope.role_dsn(self.admin_dsn, scope, password)

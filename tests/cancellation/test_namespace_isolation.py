@@ -7,11 +7,10 @@ from __future__ import annotations
 import secrets
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import psycopg
 import pytest
-from pathlib import Path
-
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from sessionops import checkpoint_scope, checkpoints

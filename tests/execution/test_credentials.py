@@ -74,6 +74,14 @@ async def test_a_secret_of_that_name_not_written_by_the_operator_is_never_overwr
     with pytest.raises(CredentialError, match=f"Secret {NAME} exists and was not written by the operator"):
         await creds.ensure(kube, CONFIG, "team-a")  # type: ignore[arg-type]
     assert kube.writes == 0 and kube.dsn("team-a") == db
+    # Until the retry delay passes, the failure is reported from memory (no SQL per scan pass) ...
+    del kube.stored[("team-a", NAME)]
+    with pytest.raises(CredentialError, match="was not written by the operator"):
+        await creds.ensure(kube, CONFIG, "team-a")  # type: ignore[arg-type]
+    # ... and once it is retried, the repaired namespace gets its credential.
+    creds.forget("team-a")
+    await creds.ensure(kube, CONFIG, "team-a")  # type: ignore[arg-type]
+    assert kube.writes == 1 and checkpoint_scope.user_of(kube.dsn("team-a")) == creds.scope("team-a").role
 
 
 async def test_a_secret_holding_another_user_is_replaced_by_the_namespace_role(db: str) -> None:

@@ -30,6 +30,9 @@ logger = logging.getLogger(__name__)
 RECHECK_SECONDS = 300.0
 """How long a namespace's credential counts as checked: a Secret deleted by hand or a role
 dropped by a DBA is repaired within this time."""
+FAILED_RETRY_SECONDS = 10.0
+"""A failed check is reported again from memory for this long: the recovery scan visits every
+pending run of the namespace every few seconds, and each would otherwise repeat the SQL."""
 MANAGED_BY = "sessionops"
 ROLE_ANNOTATION = "sessionops.dev/database-role"
 
@@ -46,6 +49,7 @@ class NamespaceCredentials:
         self.database = checkpoint_scope.database_of(admin_dsn)
         self.recheck_seconds = recheck_seconds
         self._checked: dict[str, float] = {}
+        self._failed: dict[str, tuple[float, CredentialError]] = {}
         self.provisioned = 0
         """How many full checks ran (for tests and benchmarks)."""
 
@@ -58,6 +62,7 @@ class NamespaceCredentials:
 
     def forget(self, namespace: str) -> None:
         self._checked.pop(namespace, None)
+        self._failed.pop(namespace, None)
 
     async def ensure(self, kube: Kube, config: OperatorConfig, namespace: str) -> None:
         if time.monotonic() - self._checked.get(namespace, -1e18) < self.recheck_seconds:
@@ -65,7 +70,15 @@ class NamespaceCredentials:
         async with lock("credentials", namespace, ""):
             if time.monotonic() - self._checked.get(namespace, -1e18) < self.recheck_seconds:
                 return
-            await self._ensure(kube, config, namespace)
+            failed = self._failed.get(namespace)
+            if failed is not None and time.monotonic() - failed[0] < FAILED_RETRY_SECONDS:
+                raise failed[1]
+            try:
+                await self._ensure(kube, config, namespace)
+            except CredentialError as e:
+                self._failed[namespace] = (time.monotonic(), e)
+                raise
+            self._failed.pop(namespace, None)
             self._checked[namespace] = time.monotonic()
             self.provisioned += 1
 

@@ -32,8 +32,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.worker import NS, _create, _env  # noqa: E402
-from sessionops import checkpoints  # noqa: E402
+from bench.worker import NS, _create, _database_secret, _env  # noqa: E402
 from sessionops.api.config import OperatorConfig  # noqa: E402
 from sessionops.api.snapshot import ContextSnapshot, SnapshotSource  # noqa: E402
 from sessionops.execution.jobs import job_body  # noqa: E402
@@ -78,15 +77,13 @@ def main() -> int:
     database = create_database()
     dsn = server_url(database)
     try:
-        checkpoints.setup(dsn)
         with running_replay_server(dirs=[tmp]) as replay, threaded_cluster(tmp / "kubeconfig", bookmark_interval=0.2):
             kube = WorkerKube(load_api_client(str(tmp / "kubeconfig")))
             for crd in sorted((ROOT / "crds").glob("*.yaml")):
                 kube.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
                              body=yaml.safe_load(crd.read_text()))
             kube.request("POST", "/api/v1/namespaces", body={"metadata": {"name": NS}})
-            kube.request("POST", f"/api/v1/namespaces/{NS}/secrets",
-                         body={"metadata": {"name": "sessionops-database"}, "stringData": {"url": dsn}})
+            _database_secret(kube, dsn)
             _create(kube, "agents", {"kind": "Agent", "metadata": {"name": "helper"}, "spec": {"systemPrompt": "b"}})
             model = f"replay/{scenario}"
             config = OperatorConfig.model_validate({"defaults": {"model": model}, "models": [

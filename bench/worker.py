@@ -30,7 +30,6 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from sessionops import checkpoints  # noqa: E402
 from sessionops.api.config import OperatorConfig  # noqa: E402
 from sessionops.api.snapshot import ContextSnapshot, SnapshotSource  # noqa: E402
 from sessionops.execution.jobs import job_body  # noqa: E402
@@ -38,7 +37,8 @@ from sessionops.kube import load_api_client  # noqa: E402
 from sessionops.replay import running_replay_server  # noqa: E402
 from sessionops.worker.k8s import CUSTOM, WorkerKube  # noqa: E402
 from tests import pgserver  # noqa: E402
-from tests.agent.pg import create_database, drop_database, server_url  # noqa: E402
+from tests.agent.pg import create_database, drop_database, provision_namespace, server_url  # noqa: E402
+from tests.podrunner import volumes  # noqa: E402
 from tests.podrunner.envresolve import resolve_env  # noqa: E402
 from tests.podrunner.threaded import threaded_cluster  # noqa: E402
 
@@ -70,13 +70,27 @@ def _turn(kube: WorkerKube, config: OperatorConfig, i: int) -> dict[str, Any]:
     return job_body(run, 1, "Start", config=config, worker=None)
 
 
+def _database_secret(kube: WorkerKube, dsn: str) -> None:
+    """As the operator before the namespace's first Job: its schema, role and the Secret workers mount."""
+    worker_dsn, _ = provision_namespace(dsn, NS)
+    kube.request("POST", f"/api/v1/namespaces/{NS}/secrets", body={
+        "metadata": {"name": "sessionops-worker-database"}, "stringData": {"dsn": worker_dsn}})
+
+
 def _env(kube: WorkerKube, job: dict[str, Any], workdir: Path, kubeconfig: Path) -> dict[str, str]:
     container = job["spec"]["template"]["spec"]["containers"][0]
-    pod = {"metadata": {"name": f"{job['metadata']['name']}-bench", "namespace": NS}, "spec": {}}
-    env = resolve_env(container, pod, secrets=lambda ns, n: kube.read(f"/api/v1/namespaces/{ns}/secrets/{n}"),
-                      configmaps=lambda ns, n: None)
+    pod = {"metadata": {"name": f"{job['metadata']['name']}-bench", "namespace": NS},
+           "spec": job["spec"]["template"]["spec"]}
+    lookup = lambda ns, n: kube.read(f"/api/v1/namespaces/{ns}/secrets/{n}")  # noqa: E731
+    env = resolve_env(container, pod, secrets=lookup, configmaps=lambda ns, n: None)
+    # The credential files, as the pod runner mounts them (the paths in env point into them).
+    mounts = volumes.materialize(pod, container, lookup, workdir.parent / f"{workdir.name}-secrets")
+    for key, value in env.items():
+        for mount, host in mounts.items():
+            if value.startswith(mount + "/"):
+                env[key] = str(host / value[len(mount) + 1:])
     env["SESSIONOPS_WORKDIR"] = str(workdir)
-    base = {k: os.environ[k] for k in ("PATH", "LANG", "VIRTUAL_ENV") if k in os.environ}
+    base = {k: os.environ[k] for k in ("PATH", "LANG", "VIRTUAL_ENV", "PYTHONPATH") if k in os.environ}
     return {**base, **env, "KUBECONFIG": str(kubeconfig), "HOSTNAME": pod["metadata"]["name"]}
 
 
@@ -95,7 +109,6 @@ def main() -> int:
     dsn = server_url(database)
     runs: list[dict[str, Any]] = []
     try:
-        checkpoints.setup(dsn)  # the operator's job, once
         with running_replay_server(dirs=[ROOT / "examples" / "replay"]) as replay, \
                 threaded_cluster(tmp / "kubeconfig", bookmark_interval=0.2):
             kube = WorkerKube(load_api_client(str(tmp / "kubeconfig")))
@@ -103,8 +116,7 @@ def main() -> int:
                 kube.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
                              body=yaml.safe_load(crd.read_text()))
             kube.request("POST", "/api/v1/namespaces", body={"metadata": {"name": NS}})
-            kube.request("POST", f"/api/v1/namespaces/{NS}/secrets",
-                         body={"metadata": {"name": "sessionops-database"}, "stringData": {"url": dsn}})
+            _database_secret(kube, dsn)
             _create(kube, "agents", {"kind": "Agent", "metadata": {"name": "helper"}, "spec": {"systemPrompt": "b"}})
             config = OperatorConfig.model_validate({"defaults": {"model": "replay/hello"}, "models": [
                 {"name": "replay/hello", "provider": "replay", "model": "hello", "endpoint": f"{replay.url}/v1"}]})

@@ -71,7 +71,7 @@ class DemoModel:
 def demo_model(environ: Mapping[str, str]) -> DemoModel:
     """From SESSIONOPS_DEMO_MODEL (``openai/<model>`` or ``replay/<scenario>``), OPENAI_API_KEY and
     OPENAI_BASE_URL; checked before anything starts. The key goes to a Secret in the worker
-    namespace, referenced by ``secretKeyRef`` (the Job's env resolves it there), never to the ConfigMap."""
+    namespace, referenced by ``secretKeyRef`` (the Job mounts it there as a file), never to the ConfigMap."""
     value = environ.get(DEMO_MODEL_ENV, "").strip() or DEFAULT_DEMO_MODEL
     provider, _, model = value.partition("/")
     if provider == "replay" and model:

@@ -11,7 +11,8 @@ included). Here instead:
    linked copy of the binaries and the data. No user is added and no permission outside
    that directory changes; ``stop`` removes it.
 
-It listens on 127.0.0.1 at a free port (no Unix socket) with trust authentication, and
+It listens on 127.0.0.1 at a free port (no Unix socket), trusting the admin ``postgres`` and
+asking every other role for its password (``scram-sha-256``), and
 is tuned for throwaway data (no fsync). ``base/server.json`` records what ``stop`` needs.
 Standard library only: a test starts it as ``nobody`` with the system Python.
 
@@ -191,6 +192,7 @@ def _initialise_and_start(server: Server) -> Server:
             os.chown(server.data, server.uid, pwd.getpwuid(server.uid).pw_gid)
         _run(server, "initdb", "-D", str(server.data), "-U", "postgres", "--auth=trust", "--encoding=UTF8",
              "--no-sync", "--no-instructions")
+    _write_hba(server)
     for _ in range(3):  # a free port can be taken between the probe and the bind
         server.port = _free_port()
         try:
@@ -203,6 +205,21 @@ def _initialise_and_start(server: Server) -> Server:
         server.save()
         return server
     raise EmbeddedPostgresError(f"no free port for PostgreSQL; see {server.runtime / 'postgres.log'}")
+
+
+HBA = ("# Written by tests.pgserver at each start: the admin logs in without a password, every\n"
+       "# other role (the operator's per-namespace worker roles) with its password, as on a server.\n"
+       "host all postgres 127.0.0.1/32 trust\n"
+       "host all all 127.0.0.1/32 scram-sha-256\n")
+
+
+def _write_hba(server: Server) -> None:
+    """Passwords count for every role but the admin: a worker role's credential is tested for real.
+    Rewritten at each start (idempotent), so a data directory made by an older version gets it too."""
+    hba = server.data / "pg_hba.conf"
+    hba.write_text(HBA)
+    if server.uid is not None:
+        os.chown(hba, server.uid, pwd.getpwuid(server.uid).pw_gid)
 
 
 def stop(base: Path) -> bool:

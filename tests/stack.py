@@ -32,7 +32,10 @@ from typing import Any
 
 import aiohttp
 import psycopg
+import psycopg.sql
 import yaml
+
+from sessionops import checkpoint_scope
 
 ROOT = Path(__file__).resolve().parents[1]
 TOOLS = ROOT / ".tools" / "bin"
@@ -77,8 +80,12 @@ def create_database(admin: str | None = None) -> tuple[str, str]:
 
 
 def drop_database(name: str, admin: str | None = None) -> None:
+    """The database and the operator's per-namespace roles of it (roles are the server's, not the database's)."""
     with psycopg.connect(admin or admin_dsn(), autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        for row in conn.execute("SELECT rolname FROM pg_roles WHERE starts_with(rolname, %s)",
+                                (checkpoint_scope.role_prefix(name),)).fetchall():
+            conn.execute(psycopg.sql.SQL("DROP ROLE IF EXISTS {}").format(psycopg.sql.Identifier(row[0])))
 
 
 @dataclasses.dataclass
@@ -137,6 +144,11 @@ class Stack:
     operator: asyncio.subprocess.Process | None = None
     operator_env: dict[str, str] = dataclasses.field(default_factory=dict)
     pod_runner: Any = None
+
+    def checkpoint_dsn(self, namespace: str | None = None) -> str:
+        """The admin DSN on a worker namespace's checkpoint schema, as the operator reads it."""
+        scope = checkpoint_scope.scope_of(namespace or self.namespace, checkpoint_scope.database_of(self.database_url))
+        return checkpoint_scope.scoped(self.database_url, scope.schema)
 
     async def kubectl(self, *args: str, input: str | None = None, check: bool = True,
                       admin: bool = False) -> Completed:
@@ -247,12 +259,13 @@ def kubeconfig_with_token(admin_kubeconfig: Path, path: Path, token: str, namesp
 
 async def install(stack: Stack, scenarios: list[str], namespaces: list[str], *, default_model: str = "replay/hello",
                   models: Sequence[dict[str, Any]] = (), checkpoint_retention: int | None = None) -> None:
-    """As the administrator: namespaces, database secrets, the chart (real helm), the user's
-    RoleBindings; then the webhook certificate files and the operator's own kubeconfig."""
+    """As the administrator: namespaces, the operator's database secret, the chart (real helm), the
+    user's RoleBindings; then the webhook certificate files and the operator's own kubeconfig. The
+    worker namespaces get no database secret from us: the operator writes each one's own role."""
     for ns in [OPERATOR_NS, *namespaces]:
         await stack.kubectl("create", "namespace", ns, check=False, admin=True)
-        await stack.kubectl("create", "secret", "generic", "sessionops-database", "-n", ns,
-                            f"--from-literal=url={stack.database_url}", check=False, admin=True)
+    await stack.kubectl("create", "secret", "generic", "sessionops-database", "-n", OPERATOR_NS,
+                        f"--from-literal=url={stack.database_url}", check=False, admin=True)
     values = stack.root / "values.yaml"
     values.write_text(yaml.safe_dump(chart_values(stack.replay_url, scenarios, namespaces, default_model, models,
                                                   checkpoint_retention=checkpoint_retention)))

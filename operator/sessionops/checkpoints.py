@@ -4,8 +4,9 @@ The saver's tables (langgraph-checkpoint-postgres 3.x): ``checkpoints`` (one row
 checkpoint, ``checkpoint_id`` sorts by time, ``checkpoint.channel_versions`` names the
 blob version of each channel), ``checkpoint_blobs`` (channel values by version, shared
 by consecutive checkpoints), ``checkpoint_writes`` (pending writes of tasks, by
-checkpoint) and ``checkpoint_migrations``. Workers never run ``setup()``: the operator
-does, once.
+checkpoint) and ``checkpoint_migrations``. They live in one schema per worker namespace
+(``checkpoint_scope``), chosen by the DSN's ``search_path``. Workers never run ``setup()``:
+the operator does, once per schema.
 """
 
 from __future__ import annotations

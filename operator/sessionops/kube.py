@@ -152,6 +152,12 @@ class Kube:
         pods = await self.call(self.core.list_namespaced_pod, namespace, label_selector=f"job-name={job}")
         return [self.api_client.sanitize_for_serialization(p) for p in pods.items]
 
+    async def failed_mounts(self, namespace: str, pod: str) -> list[dict[str, Any]]:
+        """The kubelet's ``FailedMount`` Events of a pod (why its volumes cannot be set up)."""
+        events = await self.call(self.core.list_namespaced_event, namespace,
+                                 field_selector=f"involvedObject.name={pod},reason=FailedMount")
+        return [self.api_client.sanitize_for_serialization(e) for e in events.items]
+
     async def running_pods(self, namespace: str, job: str) -> int:
         """Pods of the Job that may still write (not Succeeded/Failed)."""
         pods = await self.call(self.core.list_namespaced_pod, namespace, label_selector=f"job-name={job}")
@@ -172,6 +178,21 @@ class Kube:
     async def secret_exists(self, namespace: str, name: str) -> bool:
         """Whether the Secret exists; its data is read by the client library but never kept."""
         return await _or_none(self.call(self.core.read_namespaced_secret, name, namespace)) is not None
+
+    async def get_secret(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The Secret as a dict (``data`` base64-encoded), or None. Only the operator's own
+        credential Secrets are read this way (``execution.credentials``)."""
+        secret = await _or_none(self.call(self.core.read_namespaced_secret, name, namespace))
+        return None if secret is None else self.api_client.sanitize_for_serialization(secret)
+
+    async def put_secret(self, namespace: str, body: dict[str, Any]) -> None:
+        """Create, or replace when it exists (the body is the whole desired Secret)."""
+        try:
+            await self.call(self.core.create_namespaced_secret, namespace, body)
+        except ApiException as e:
+            if e.status != 409:
+                raise
+            await self.call(self.core.replace_namespaced_secret, body["metadata"]["name"], namespace, body)
 
     async def list_agents(self, namespace: str | None = None) -> list[dict[str, Any]]:
         if namespace is None:

@@ -14,7 +14,7 @@ from typing import Any
 import kopf
 from kubernetes.client.exceptions import ApiException
 
-from sessionops import checkpoints, logs, metrics, scans
+from sessionops import checkpoint_scope, logs, metrics, scans
 from sessionops.config_watch import ConfigWatcher
 from sessionops.configuration import ConfigStore
 from sessionops.kube import Kube, load_api_client
@@ -68,8 +68,11 @@ async def build_runtime(settings: Settings) -> tuple[Runtime, ConfigWatcher]:
 async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     ours = Settings.from_env()
     configure_kopf(settings, ours)
-    # Schema set-up runs once here, never in workers (they only read and write).
-    await checkpoints.asetup(ours.database_url)
+    # Checkpoint tables live in one schema per worker namespace, set up with its role before
+    # the namespace's first Job (execution.credentials); workers only read and write.
+    if not await asyncio.to_thread(checkpoint_scope.revoke_public_create, ours.database_url):
+        logger.warning("the admin credential may not revoke CREATE on schema public from PUBLIC: "
+                       "do it once as the database owner (docs/database.md)")
     memo.runtime, watcher = await build_runtime(ours)
     if ours.peering:
         await ensure_peering(memo.runtime.kube, ours.peering)

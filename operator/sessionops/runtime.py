@@ -6,6 +6,7 @@ import dataclasses
 
 from sessionops.admission.worker_pods import WorkerPods
 from sessionops.configuration import ConfigStore
+from sessionops.execution.credentials import NamespaceCredentials
 from sessionops.kube import Kube
 from sessionops.settings import Settings
 
@@ -16,3 +17,13 @@ class Runtime:
     kube: Kube
     config: ConfigStore
     worker_pods: WorkerPods = dataclasses.field(default_factory=WorkerPods)
+    credentials: NamespaceCredentials = dataclasses.field(default=None)  # type: ignore[assignment]
+    """Per-namespace database credentials (from the admin DSN of ``settings`` when not given)."""
+
+    def __post_init__(self) -> None:
+        if self.credentials is None:
+            self.credentials = NamespaceCredentials(self.settings.database_url)
+
+    def checkpoint_dsn(self, namespace: str) -> str:
+        """The admin DSN on the namespace's checkpoint schema (cleanup, session deletion)."""
+        return self.credentials.admin_dsn_for(namespace)

@@ -32,9 +32,10 @@ async def scan_once(rt: Runtime) -> int:
         visited += 1
         try:
             if (run.get("spec") or {}).get("cancel"):
-                await reconcile_cancel(rt.kube, rt.settings.database_url, meta["namespace"], meta["name"])
+                await reconcile_cancel(rt.kube, rt.checkpoint_dsn(meta["namespace"]), meta["namespace"], meta["name"])
             else:
-                await reconcile_run(rt.kube, rt.config.current, meta["namespace"], meta["name"])
+                await reconcile_run(rt.kube, rt.config.current, meta["namespace"], meta["name"],
+                                    credentials=rt.credentials)
         except asyncio.CancelledError:
             raise
         except Exception:  # one broken run must not stop the scan of the others; the next scan retries

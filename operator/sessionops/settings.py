@@ -19,7 +19,9 @@ class Settings:
     default applies to sessions created afterwards, so a short delay is harmless."""
 
     database_url: str = "postgresql://postgres@127.0.0.1:5432/postgres"
-    """PostgreSQL DSN for checkpoints (``DATABASE_URL``); the operator runs schema set-up."""
+    """The admin PostgreSQL DSN (``DATABASE_URL``): creates each worker namespace's schema, tables and
+    role (``execution.credentials``) and reaches every schema for cleanup and deletion. Never
+    given to workers."""
 
     webhook_addr: str = "0.0.0.0"
     """Listen address of the admission webhook server (``SESSIONOPS_WEBHOOK_ADDR``)."""

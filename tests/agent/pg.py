@@ -8,14 +8,16 @@ drops it afterwards. Import the fixtures into a ``conftest.py`` to use them.
 
 from __future__ import annotations
 
+import secrets
 import uuid
 from collections.abc import Iterator
 
 import psycopg
 import pytest
+from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from sessionops import checkpoints
+from sessionops import checkpoint_scope, checkpoints
 from tests.stack import admin_dsn
 
 
@@ -38,6 +40,24 @@ def create_database(template: str | None = None) -> str:
 
 def drop_database(name: str) -> None:
     _admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    drop_roles(name)
+
+
+def drop_roles(database: str) -> None:
+    """The per-namespace roles of ``database`` (roles outlive a dropped database: they are the server's)."""
+    with psycopg.connect(server_url("postgres"), autocommit=True) as conn:
+        for row in conn.execute("SELECT rolname FROM pg_roles WHERE starts_with(rolname, %s)",
+                                (checkpoint_scope.role_prefix(database),)).fetchall():
+            conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(row[0])))
+
+
+def provision_namespace(dsn: str, namespace: str) -> tuple[str, str]:
+    """As the operator: the namespace's schema, tables and role in ``dsn``'s database.
+    Returns (the role's DSN as workers get it, the admin DSN on that schema)."""
+    scope = checkpoint_scope.scope_of(namespace, checkpoint_scope.database_of(dsn))
+    password = secrets.token_urlsafe(24)
+    checkpoint_scope.provision(dsn, scope, password=password)
+    return checkpoint_scope.role_dsn(dsn, scope, password), checkpoint_scope.scoped(dsn, scope.schema)
 
 
 @pytest.fixture(scope="session")

@@ -85,6 +85,11 @@ def test_every_config_value_reaches_the_config(renderer: Renderer) -> None:
     assert config.worker.image_patterns() == ["registry.local/worker:9"]
     assert config.worker_namespaces == ["default"]
     assert config.mcp_egress.allowed_cidrs == [] and config.mcp_egress.allowed_hosts == []
+    # No catalog secret: no Role for the workers in the operator's namespace at all (an empty
+    # resourceNames would allow every name), and never the admin DSN.
+    assert not [d for d in rendered.of_kind("Role") if d["metadata"]["name"] == f"{RELEASE}-worker-secrets"]
+    assert config.worker.database_secret.name == "sessionops-worker-database"
+    assert config.worker.database_secret.key == "dsn" and config.worker.manage_database_roles is True
 
 
 def test_security_values_reach_the_config(renderer: Renderer) -> None:

@@ -217,6 +217,18 @@ def test_workers_never_run_in_the_operator_namespace_unless_told(renderer: Any, 
             and d["metadata"]["namespace"] == NAMESPACE]
 
 
+def test_the_operator_writes_only_the_database_credential_secret_in_worker_namespaces(rendered: Rendered) -> None:
+    """create (not limitable by name) and update of exactly the configured Secret; no list, no watch."""
+    secret = rendered.values.get("worker", {}).get("database", {}).get("secretName", "sessionops-worker-database")
+    for ns in rendered.values.get("workerNamespaces") or DEFAULT_WORKER_NAMESPACES:
+        rules = [r for d in rendered.of_kind("Role") if d["metadata"]["name"] == f"{RELEASE}-operator-secrets"
+                 and d["metadata"]["namespace"] == ns for r in d["rules"]]
+        assert _allows(rules, "", "secrets", "create")
+        updates = [r for r in rules if "update" in r["verbs"]]
+        assert updates and all(r.get("resourceNames") == [secret] for r in updates)
+        assert not _allows(rules, "", "secrets", "list") and not _allows(rules, "", "secrets", "delete")
+
+
 # --- pods ------------------------------------------------------------------------------
 
 def test_pods_are_restricted(rendered: Rendered) -> None:

@@ -80,3 +80,23 @@ def test_an_unknown_waiting_reason_shows_but_waits_for_the_start_timeout() -> No
     odd = pod({"containerStatuses": [{"name": "worker", "state": {"waiting": {"reason": "CrashLoopBackOff"}}}]})
     plan = plan_for([odd], NOW + datetime.timedelta(seconds=100))
     assert "phase" not in plan.status and find(plan.status["conditions"], "Ready")["reason"] == "CrashLoopBackOff"
+
+
+FAILED_MOUNT = {"type": "Warning", "reason": "FailedMount", "involvedObject": {"kind": "Pod", "name": "s1-t1-1-abcde"},
+                "message": 'MountVolume.SetUp failed for volume "model-credential" : secret "model-key" not found'}
+
+
+def test_a_credential_volume_that_cannot_mount_is_a_configuration_error_named_by_the_kubelets_event() -> None:
+    """The container waits in ContainerCreating (normal on its own); the FailedMount Event says why."""
+    trouble = PodTrouble.of([CREATING], [FAILED_MOUNT])
+    assert trouble is not None and trouble.config_error
+    assert (trouble.reason, trouble.message) == ("FailedMount", FAILED_MOUNT["message"])
+    ready = find(decide(run(), JOB, [], now=NOW, max_retries=2, start_timeout_seconds=300, pod_trouble=trouble,
+                        config_error_seconds=60).status["conditions"], "Ready")
+    assert ready["reason"] == "FailedMount" and 'secret "model-key" not found' in ready["message"]
+    failed = decide(run(), JOB, [], now=NOW + datetime.timedelta(seconds=31), max_retries=2,
+                    start_timeout_seconds=300, pod_trouble=trouble, config_error_seconds=60).status
+    assert failed["phase"] == "Failed" and find(failed["conditions"], "Failed")["reason"] == "FailedMount"
+    # Without the Event (or for another pod) ContainerCreating is just a pod on its way up.
+    assert PodTrouble.of([CREATING]) is None
+    assert PodTrouble.of([CREATING], [{**FAILED_MOUNT, "involvedObject": {"name": "other"}}]) is None

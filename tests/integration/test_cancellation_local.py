@@ -91,7 +91,7 @@ async def test_deleting_a_session_deletes_its_thread_and_its_objects(local: tupl
     uid = (await stack.get("asess", name))["metadata"]["uid"]
 
     def checkpoints() -> int:
-        with psycopg.connect(stack.database_url) as conn:
+        with psycopg.connect(stack.checkpoint_dsn()) as conn:  # the namespace's schema, as the operator
             return conn.execute("SELECT count(*) FROM checkpoints WHERE thread_id = %s", (uid,)).fetchone()[0]
 
     assert await asyncio.to_thread(checkpoints) > 0
@@ -104,3 +104,41 @@ async def test_deleting_a_session_deletes_its_thread_and_its_objects(local: tupl
             await asyncio.sleep(0.1)
         else:
             raise AssertionError(f"{kind}/{obj} outlived its session")
+
+
+async def test_workers_get_their_namespaces_own_database_role_as_a_file(local: tuple) -> None:
+    """The operator provisioned the namespace before its first Job: the Secret it wrote holds the
+    namespace role's DSN (never the admin's), the Job mounts it as a file and names only its path,
+    and that credential opens this namespace's checkpoints and nothing else."""
+    import base64
+
+    import psycopg
+
+    from sessionops import checkpoint_scope
+
+    stack, _ = local
+    name = f"c{uuid.uuid4().hex[:6]}"
+    await start_turn(stack, name, "replay/hello")
+    await stack.wait_for("arun", f"{name}-t1", phase("Succeeded"), timeout=90)
+    secret = await stack.get("secret", "sessionops-worker-database", stack.namespace, admin=True)
+    assert secret["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "sessionops"
+    dsn = base64.b64decode(secret["data"]["dsn"]).decode()
+    scope = checkpoint_scope.scope_of(stack.namespace, checkpoint_scope.database_of(stack.database_url))
+    assert checkpoint_scope.user_of(dsn) == scope.role != checkpoint_scope.user_of(stack.database_url)
+    job = await stack.get("job", f"{name}-t1-1", stack.namespace, admin=True)
+    pod = job["spec"]["template"]["spec"]
+    (worker,) = [c for c in pod["containers"] if c["name"] == "worker"]
+    assert not [e for e in worker["env"] if "secretKeyRef" in (e.get("valueFrom") or {})]
+    assert {e["name"]: e.get("value") for e in worker["env"]}["SESSIONOPS_DATABASE_URL_FILE"] == \
+        "/var/run/secrets/sessionops/database/dsn"
+    uid = (await stack.get("asess", name))["metadata"]["uid"]
+
+    def visible() -> tuple[int, list[str]]:
+        with psycopg.connect(dsn) as conn:
+            own = conn.execute("SELECT count(*) FROM checkpoints WHERE thread_id = %s", (uid,)).fetchone()[0]
+            schemas = [r[0] for r in conn.execute("SELECT DISTINCT table_schema FROM information_schema.tables "
+                                                  "WHERE table_name = 'checkpoints'").fetchall()]
+        return own, schemas
+
+    own, schemas = await asyncio.to_thread(visible)
+    assert own > 0 and schemas == [scope.schema]

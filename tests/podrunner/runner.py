@@ -35,7 +35,9 @@ pod deleted.
 
 Pods that cannot start stay Pending with the status a real cluster shows: a missing Secret,
 ConfigMap or key in the env -> container waiting ``CreateContainerConfigError`` with the
-kubelet's message (``secret "x" not found``); a ``nodeSelector`` the one node (labels
+kubelet's message (``secret "x" not found``); a missing Secret of a ``secret`` volume
+(``volumes``: files per key, ``items``, ``defaultMode``, only the container's user reads
+them) -> ``ContainerCreating`` and a ``FailedMount`` Event; a ``nodeSelector`` the one node (labels
 ``NODE_LABELS``) does not match -> ``PodScheduled`` False, reason ``Unschedulable``.
 
 Test hooks: ``executions`` (one ``Execution`` per started container), ``log`` (one line
@@ -71,6 +73,7 @@ from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
 from sessionops.worker.k8s import Conflict, WorkerKube
+from tests.podrunner import volumes
 from tests.podrunner.envresolve import EnvResolutionError, expand, quantity, resolve_env
 
 logger = logging.getLogger("podrunner")
@@ -420,8 +423,14 @@ class PodRunner:
             self._remove_finalizer(namespace, pod_name)
             return
 
+        try:
+            secret_mounts = volumes.materialize(pod, container, self._lookup("secret"),
+                                                self.scratch / namespace / pod_name / "secret-volumes")
+        except volumes.VolumeMountError as e:
+            self._mount_failed(pod, container, e)
+            return
         kubeconfig = self._pod_kubeconfig(pod)
-        mounts = self._mounts(pod, container, job)
+        mounts = {**self._mounts(pod, container, job), **secret_mounts}
         workdir = _host_path(container.get("workingDir") or "", mounts) or self._session_dir(job)
         env = {k: str(p) if (p := _host_path(v, mounts)) else v for k, v in env.items()}
         tmp = mounts.get("/tmp") or self.scratch / namespace / pod_name / "tmp"
@@ -468,6 +477,21 @@ class PodRunner:
             threading.Thread(target=self._watch_memory, args=(proc,), daemon=True).start()
         if deleted:  # the Job was deleted while we were starting it
             self._terminate(proc, True)
+
+    def _mount_failed(self, pod: dict[str, Any], container: dict[str, Any], error: volumes.VolumeMountError) -> None:
+        """As a kubelet: the pod stays Pending (ContainerCreating) with a FailedMount Event."""
+        namespace, pod_name = pod["metadata"]["namespace"], pod["metadata"]["name"]
+        job = pod["metadata"]["labels"]["job-name"]
+        self._patch_pod(namespace, pod_name, {"phase": "Pending",
+                                              "containerStatuses": [volumes.waiting_status(container)]})
+        with contextlib.suppress(ApiException):
+            self.kube.request("POST", f"/api/v1/namespaces/{namespace}/events",
+                              body=volumes.failed_mount_event(pod, error, NODE_NAME))
+        self._note(f"pod {namespace}/{pod_name}: {volumes.EVENT_REASON}: {error}")
+        with self._lock:
+            self._seen[pod["metadata"]["labels"]["controller-uid"]] = "failed-to-start"
+            self.not_started[job] = f"{volumes.EVENT_REASON}: {error}"
+        self._remove_finalizer(namespace, pod_name)
 
     def _pod_kubeconfig(self, pod: dict[str, Any]) -> Path:
         """A kubeconfig with a token for the pod's ServiceAccount, bound to the pod (the projected token)."""
@@ -588,6 +612,7 @@ class PodRunner:
         except (ApiException, HTTPError, OSError) as e:  # the cluster may be stopping: the record stays right
             self._note(f"pod {ex.namespace}/{ex.pod}: status update failed: {e}")
         finally:
+            volumes.remove(self.scratch / ex.namespace / ex.pod / "secret-volumes")
             with self._changed:
                 ex.finished = finished
                 self._procs.pop(proc.job_uid, None)

@@ -14,7 +14,7 @@ CONFIG = OperatorConfig.model_validate({
     "models": [{"name": "replay/hello", "provider": "replay", "model": "hello"},
                {"name": "gpt", "provider": "openai", "model": "gpt-4o",
                 "secretKeyRef": {"name": "openai-key", "key": "apiKey"}}]})
-DB = "sessionops-database"
+DB = "sessionops-worker-database"
 
 
 def agent(**spec: Any) -> dict[str, Any]:
@@ -56,9 +56,10 @@ def test_every_missing_secret_is_named_with_the_field_that_references_it() -> No
     cond = ready(obj, secrets=set())
     assert (cond["status"], cond["reason"]) == ("False", "SecretMissing")
     for part in ('secret "openai-key"', "model 'gpt'", 'spec.mcpServers[0].headersFrom.secretName: secret "mcp"',
-                 'spec.worker.env[0].valueFrom.secretKeyRef: secret "tok"', f'secret "{DB}"'):
+                 'spec.worker.env[0].valueFrom.secretKeyRef: secret "tok"'):
         assert part in cond["message"], part
-    assert '"o"' not in cond["message"]
+    # The database Secret is the operator's to write (before the namespace's first Job), not a problem.
+    assert '"o"' not in cond["message"] and DB not in cond["message"]
     assert ready(obj, secrets={DB, "openai-key", "mcp", "tok"})["status"] == "True"
 
 
@@ -66,3 +67,12 @@ def test_recomputing_an_unchanged_agent_gives_the_stored_status() -> None:
     first = status(agent(), CONFIG, skills=set(), secrets={DB}, now=NOW)
     stored = {**agent(), "status": first}
     assert status(stored, CONFIG, skills=set(), secrets={DB}, now=NOW + datetime.timedelta(hours=1)) == first
+
+
+def test_with_pre_provisioned_database_roles_the_database_secret_is_the_agents_problem() -> None:
+    config = OperatorConfig.model_validate({**CONFIG.dump(), "worker": {"manageDatabaseRoles": False}})
+    result = status(agent(), config, skills=set(), secrets=set(), now=NOW)
+    [cond] = [c for c in result["conditions"] if c["type"] == "Ready"]
+    assert cond["reason"] == "SecretMissing"
+    assert f"the operator config's worker.databaseSecret: secret \"{DB}\" not found" in cond["message"]
+    assert status(agent(), config, skills=set(), secrets={DB}, now=NOW)["conditions"][0]["status"] == "True"

@@ -13,7 +13,7 @@ from sessionops.api.config import OperatorConfig
 from sessionops.kube import load_api_client
 from sessionops.replay import ReplayServer, running_replay_server
 from sessionops.worker.k8s import WorkerKube
-from tests.agent.pg import pg_dsn, pg_template  # noqa: F401  (fixtures)
+from tests.agent.pg import pg_dsn, pg_template, provision_namespace  # noqa: F401  (fixtures)
 from tests.identities import api_path, chart_rbac, role_binding
 from tests.podrunner import PodRunner
 from tests.podrunner.threaded import threaded_cluster
@@ -56,15 +56,19 @@ def stack(tmp_path: Path, replay: ReplayServer, pg_dsn: str) -> Iterator[Stack]:
             kube.request("POST", api_path(doc), body=doc)
         kube.request("POST", f"/apis/rbac.authorization.k8s.io/v1/namespaces/{NS}/rolebindings",
                      body=role_binding(ALICE_EDIT, NS, "edit", users=[ALICE.username]))
-        kube.request("POST", f"/api/v1/namespaces/{NS}/secrets",
-                     body={"metadata": {"name": "sessionops-database"}, "stringData": {"url": pg_dsn}})
+        # As the operator does before a namespace's first Job: its schema and role, and the role's
+        # DSN in the Secret the worker pods mount. The harness reads checkpoints as the operator
+        # does, with the admin credential on that schema.
+        worker_dsn, admin_dsn = provision_namespace(pg_dsn, NS)
+        kube.request("POST", f"/api/v1/namespaces/{NS}/secrets", body={
+            "metadata": {"name": "sessionops-worker-database"}, "stringData": {"dsn": worker_dsn}})
         replay.records.clear()
         # The grace period must exceed the worker's own SIGTERM deadline (segment.TERMINATE_TIMEOUT, 5 s),
         # as a kubelet's 30 s default does: equal values raced, and a loaded machine lost the race.
         runner = PodRunner(tmp_path / "kubeconfig", tmp_path / "workdirs", log_dir=tmp_path / "logs",
                            max_grace_seconds=10)
         with runner:
-            stack = Stack(cluster=cluster, kube=kube, runner=runner, replay=replay, dsn=pg_dsn,
+            stack = Stack(cluster=cluster, kube=kube, runner=runner, replay=replay, dsn=admin_dsn,
                           config=operator_config(replay), workdirs=tmp_path / "workdirs")
             stack.agent()
             try:

@@ -26,10 +26,21 @@ from tests.agent.scripted import ScriptedChatModel
 
 NOW = datetime.datetime(2026, 1, 1, 12, 0, 0, tzinfo=datetime.UTC)
 ENV = {"SESSIONOPS_NAMESPACE": "team-a", "SESSIONOPS_RUN": "s1-t1", "SESSIONOPS_SEGMENT": "2",
-       "SESSIONOPS_SEGMENT_KIND": "Retry", "SESSIONOPS_WORKDIR": "/work", "DATABASE_URL": "postgresql://db/x",
+       "SESSIONOPS_SEGMENT_KIND": "Retry", "SESSIONOPS_WORKDIR": "/work",
        "SESSIONOPS_MODEL_NAME": "replay/hello", "SESSIONOPS_MODEL_PROVIDER": "replay",
-       "SESSIONOPS_MODEL_ID": "hello", "SESSIONOPS_MODEL_ENDPOINT": "http://replay/v1",
-       "SESSIONOPS_MODEL_API_KEY": "sk-secret", "HOSTNAME": "s1-t1-2-abcde"}
+       "SESSIONOPS_MODEL_ID": "hello", "SESSIONOPS_MODEL_ENDPOINT": "http://replay/v1", "HOSTNAME": "s1-t1-2-abcde"}
+DSN = "postgresql://worker:db-password@db/x"
+
+
+@pytest.fixture
+def environ(tmp_path: Path) -> dict[str, str]:
+    """The Job's environment, with the credentials as mounted files (as the kubelet writes them)."""
+    (tmp_path / "dsn").write_text(DSN + "\n")
+    (tmp_path / "api-key").write_text("sk-secret")
+    for f in ("dsn", "api-key"):
+        (tmp_path / f).chmod(0o400)
+    return {**ENV, "SESSIONOPS_DATABASE_URL_FILE": str(tmp_path / "dsn"),
+            "SESSIONOPS_MODEL_API_KEY_FILE": str(tmp_path / "api-key")}
 
 
 def inp(name: str, uid: str, sequence: int, *texts: str, delivery: str = "FollowUp", phase: str | None = None,
@@ -41,11 +52,40 @@ def inp(name: str, uid: str, sequence: int, *texts: str, delivery: str = "Follow
 
 
 # Environment.
-def test_the_job_environment_parses_with_secrets_kept_out_of_repr() -> None:
-    env = WorkerEnv.from_environ(ENV)
+def test_the_job_environment_parses_with_secrets_read_from_files_and_kept_out_of_repr(environ: dict) -> None:
+    env = WorkerEnv.from_environ(environ)
     assert (env.segment_name, env.kind, env.lease_seconds, env.lease_wait_seconds) == ("s1-t1-2", "Retry", 30, 60)
     assert env.model is not None and env.model.model_id == "hello" and env.model.api_key == "sk-secret"
-    assert "sk-secret" not in repr(env) and "postgresql" not in repr(env)
+    assert env.database_url == DSN  # the file's trailing newline is not part of it
+    assert "sk-secret" not in repr(env) and "db-password" not in repr(env) and "postgresql" not in repr(env)
+
+
+def test_credentials_in_the_environment_are_not_read(environ: dict) -> None:
+    """Only files count: a DSN or key in env (which tools would inherit) is never used."""
+    leaked = {k: v for k, v in environ.items() if not k.endswith("_FILE")}
+    leaked.update(DATABASE_URL=DSN, SESSIONOPS_MODEL_API_KEY="sk-secret")
+    with pytest.raises(EnvError, match="SESSIONOPS_DATABASE_URL_FILE is not set"):
+        WorkerEnv.from_environ(leaked)
+    leaked["SESSIONOPS_DATABASE_URL_FILE"] = environ["SESSIONOPS_DATABASE_URL_FILE"]
+    env = WorkerEnv.from_environ(leaked)
+    assert env.model is not None and env.model.api_key is None
+
+
+@pytest.mark.parametrize("variable", ["SESSIONOPS_DATABASE_URL_FILE", "SESSIONOPS_MODEL_API_KEY_FILE"])
+@pytest.mark.parametrize("problem, error", [("missing", "No such file or directory"), ("empty", "is empty"),
+                                            ("directory", "Is a directory")])
+def test_an_unreadable_credential_file_names_the_variable_and_path_never_a_value(
+        environ: dict, tmp_path: Path, variable: str, problem: str, error: str) -> None:
+    path = tmp_path / "broken"
+    if problem == "empty":
+        path.write_text("\n")
+    elif problem == "directory":
+        path.mkdir()
+    with pytest.raises(EnvError) as raised:
+        WorkerEnv.from_environ({**environ, variable: str(path)})
+    assert str(raised.value).startswith(f"{variable}: ") and str(path) in str(raised.value)
+    assert error in str(raised.value)
+    assert "sk-secret" not in str(raised.value) and "db-password" not in str(raised.value)
 
 
 @pytest.mark.parametrize("change, error", [
@@ -53,18 +93,18 @@ def test_the_job_environment_parses_with_secrets_kept_out_of_repr() -> None:
     ({"SESSIONOPS_SEGMENT_KIND": "Again"}, "must be Start, Resume or Retry"),
     ({"SESSIONOPS_LEASE_SECONDS": "soon"}, "SESSIONOPS_LEASE_SECONDS is not a valid int"),
 ])
-def test_a_broken_job_environment_names_the_variable(change: dict, error: str) -> None:
+def test_a_broken_job_environment_names_the_variable(environ: dict, change: dict, error: str) -> None:
     with pytest.raises(EnvError, match=error):
-        WorkerEnv.from_environ({**ENV, **change})
+        WorkerEnv.from_environ({**environ, **change})
 
 
-def test_a_resume_segment_without_an_input_is_a_delegation_resume() -> None:
-    env = WorkerEnv.from_environ({**ENV, "SESSIONOPS_SEGMENT_KIND": "Resume"})
+def test_a_resume_segment_without_an_input_is_a_delegation_resume(environ: dict) -> None:
+    env = WorkerEnv.from_environ({**environ, "SESSIONOPS_SEGMENT_KIND": "Resume"})
     assert (env.kind, env.resume_input) == ("Resume", None)
 
 
-def test_a_model_missing_from_the_catalog_leaves_no_model_env() -> None:
-    env = {k: v for k, v in ENV.items() if not k.startswith("SESSIONOPS_MODEL")}
+def test_a_model_missing_from_the_catalog_leaves_no_model_env(environ: dict) -> None:
+    env = {k: v for k, v in environ.items() if not k.startswith("SESSIONOPS_MODEL")}
     assert WorkerEnv.from_environ(env).model is None
 
 

@@ -63,8 +63,19 @@ class WorkerConfig(ApiModel):
                     "without retries: the wait lets a Secret created just late still count.")
     max_retries: int = Field(default=2, ge=0, description="Retry segments after infrastructure failures.")
     database_secret: SecretKeyRef = Field(
-        default_factory=lambda: SecretKeyRef(name="sessionops-database", key="url"),
-        description="Secret (in each worker namespace) holding the PostgreSQL DSN of the checkpoints.")
+        default_factory=lambda: SecretKeyRef(name="sessionops-worker-database", key="dsn"),
+        description="Secret the operator writes in each worker namespace: the DSN of that namespace's own "
+                    "database role, which opens only its checkpoint schema (docs/database.md). Worker pods "
+                    "mount it as a file. A Secret of that name the operator did not write is never overwritten.")
+    manage_database_roles: bool = Field(
+        default=True,
+        description="True: the operator creates each worker namespace's role (CREATEROLE) and writes its "
+                    "Secret. False: a DBA pre-provisions the roles and writes the Secrets; the operator "
+                    "only creates the schemas' tables and grants (docs/database.md).")
+    database_connection_limit: int = Field(
+        default=-1, ge=-1,
+        description="CONNECTION LIMIT of each namespace's role (-1: none). A worker holds two connections "
+                    "at most (checkpoints, then retention), so 2 x concurrent turns of the namespace.")
     allowed_images: list[str] | None = Field(
         default=None,
         description="Images an Agent's spec.worker.image may name (glob patterns, e.g. registry.corp/agents/*). "

@@ -10,14 +10,44 @@ from sessionops.scheduling.names import RUN_LABEL, SESSION_LABEL
 
 SEGMENT_LABEL = "sessionops.dev/segment"
 WORKDIR = "/work"
+SECRETS_DIR = "/var/run/secrets/sessionops"
+"""Credentials are files under here, in the worker container only (never env: a child
+process such as a tool inherits env, and ``/proc/<pid>/environ`` shows it)."""
+MODEL_KEY_FILE = f"{SECRETS_DIR}/model/api-key"
+DATABASE_DSN_FILE = f"{SECRETS_DIR}/database/dsn"
+SECRET_FILE_MODE = 0o400
+"""Owner-read only; the kubelet adds the pod's fsGroup as group reader (``0440``)."""
 
 
 def _env(name: str, value: Any) -> dict[str, Any]:
     return {"name": name, "value": str(value)}
 
 
+def _secret_volume(volume: str, secret: str, key: str, file: str) -> dict[str, Any]:
+    """A Secret volume holding one key as one file (``items``), read-only for its owner."""
+    return {"name": volume, "secret": {"secretName": secret, "items": [{"key": key, "path": file}],
+                                       "defaultMode": SECRET_FILE_MODE}}
+
+
+def _mount(volume: str, file_path: str) -> dict[str, Any]:
+    return {"name": volume, "mountPath": file_path.rsplit("/", 1)[0], "readOnly": True}
+
+
+def credential_volumes(entry: ModelEntry | None, config: OperatorConfig) -> tuple[list[dict[str, Any]],
+                                                                                 list[dict[str, Any]]]:
+    """(pod volumes, worker container mounts) of the database DSN and the model key."""
+    db = config.worker.database_secret
+    volumes = [_secret_volume("database-credential", db.name, db.key, DATABASE_DSN_FILE.rsplit("/", 1)[1])]
+    mounts = [_mount("database-credential", DATABASE_DSN_FILE)]
+    if entry is not None and entry.secret_key_ref is not None:
+        ref = entry.secret_key_ref
+        volumes.append(_secret_volume("model-credential", ref.name, ref.key, MODEL_KEY_FILE.rsplit("/", 1)[1]))
+        mounts.append(_mount("model-credential", MODEL_KEY_FILE))
+    return volumes, mounts
+
+
 def model_env(entry: ModelEntry) -> list[dict[str, Any]]:
-    """The catalog entry as env; the key only ever as a secretKeyRef (never copied)."""
+    """The catalog entry as env; the key only as the path of its file (never its value)."""
     env = [_env("SESSIONOPS_MODEL_NAME", entry.name), _env("SESSIONOPS_MODEL_PROVIDER", entry.provider),
            _env("SESSIONOPS_MODEL_ID", entry.model)]
     if entry.endpoint:
@@ -27,8 +57,7 @@ def model_env(entry: ModelEntry) -> list[dict[str, Any]]:
     if entry.temperature is not None:
         env.append(_env("SESSIONOPS_MODEL_TEMPERATURE", entry.temperature))
     if entry.secret_key_ref is not None:
-        env.append({"name": "SESSIONOPS_MODEL_API_KEY", "valueFrom": {"secretKeyRef": {
-            "name": entry.secret_key_ref.name, "key": entry.secret_key_ref.key}}})
+        env.append(_env("SESSIONOPS_MODEL_API_KEY_FILE", MODEL_KEY_FILE))
     return env
 
 
@@ -40,6 +69,7 @@ def job_body(run: dict[str, Any], segment: int, kind: str, *, config: OperatorCo
     snapshot_model = run["spec"]["contextSnapshot"]["model"]
     entry = config.model_entry(snapshot_model)
     worker = worker or WorkerSettings()
+    credential_vols, credential_mounts = credential_volumes(entry, config)
     labels = {SESSION_LABEL: session, RUN_LABEL: meta["name"], SEGMENT_LABEL: str(segment),
               "app.kubernetes.io/name": "sessionops-worker", "app.kubernetes.io/managed-by": "sessionops"}
     env = [
@@ -50,8 +80,7 @@ def job_body(run: dict[str, Any], segment: int, kind: str, *, config: OperatorCo
         _env("SESSIONOPS_CHECKPOINT_RETENTION", config.checkpoint_retention),
         _env("SESSIONOPS_TRANSCRIPT_TOOL_RESULT_CHARS", config.transcript_tool_result_chars),
         _env("SESSIONOPS_MCP_EGRESS", config.mcp_egress.model_dump_json(by_alias=True)),
-        {"name": "DATABASE_URL", "valueFrom": {"secretKeyRef": {
-            "name": config.worker.database_secret.name, "key": config.worker.database_secret.key}}},
+        _env("SESSIONOPS_DATABASE_URL_FILE", DATABASE_DSN_FILE),
         *(model_env(entry) if entry is not None else []),
         *([_env("SESSIONOPS_RESUME_INPUT", resume_input)] if resume_input else []),
         *worker.env,
@@ -62,7 +91,8 @@ def job_body(run: dict[str, Any], segment: int, kind: str, *, config: OperatorCo
         "command": ["python", "-m", "sessionops.worker"],
         "env": env,
         "workingDir": WORKDIR,
-        "volumeMounts": [{"name": "work", "mountPath": WORKDIR}, {"name": "tmp", "mountPath": "/tmp"}],
+        "volumeMounts": [{"name": "work", "mountPath": WORKDIR}, {"name": "tmp", "mountPath": "/tmp"},
+                         *credential_mounts],
         "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
                             "runAsNonRoot": True, "capabilities": {"drop": ["ALL"]},
                             "seccompProfile": {"type": "RuntimeDefault"}},
@@ -75,7 +105,7 @@ def job_body(run: dict[str, Any], segment: int, kind: str, *, config: OperatorCo
         "securityContext": {"runAsNonRoot": True, "runAsUser": 65532, "fsGroup": 65532,
                             "seccompProfile": {"type": "RuntimeDefault"}},
         "containers": [container],
-        "volumes": [{"name": "work", "emptyDir": {}}, {"name": "tmp", "emptyDir": {}}],
+        "volumes": [{"name": "work", "emptyDir": {}}, {"name": "tmp", "emptyDir": {}}, *credential_vols],
     }
     if worker.node_selector:
         pod_spec["nodeSelector"] = worker.node_selector

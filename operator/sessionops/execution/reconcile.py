@@ -17,6 +17,7 @@ from sessionops.delegation import reconcile as delegation
 from sessionops.delegation import tree
 from sessionops.delegation.names import TREE_LABEL
 from sessionops.execution import authorship, jobs, segments
+from sessionops.execution.credentials import CredentialError, NamespaceCredentials
 from sessionops.kube import Conflict, Invalid, Kube
 from sessionops.locks import coalesced
 from sessionops.scheduling.names import SESSION_LABEL
@@ -37,12 +38,17 @@ def worker_settings(agent: dict[str, Any] | None) -> WorkerSettings | None:
 
 
 async def reconcile_run(kube: Kube, config: OperatorConfig, namespace: str, name: str,
-                        now: datetime.datetime | None = None) -> segments.RunPlan | None:
-    return await coalesced("run", namespace, name, lambda: _reconcile(kube, config, namespace, name, now))
+                        now: datetime.datetime | None = None, *,
+                        credentials: NamespaceCredentials | None = None) -> segments.RunPlan | None:
+    """``credentials``: the namespace's database credential is made sure of before a Job starts
+    (None: not this caller's job, e.g. unit tests without a database)."""
+    return await coalesced("run", namespace, name,
+                           lambda: _reconcile(kube, config, namespace, name, now, credentials))
 
 
 async def _reconcile(kube: Kube, config: OperatorConfig, namespace: str, name: str,
-                     now: datetime.datetime | None) -> segments.RunPlan | None:
+                     now: datetime.datetime | None,
+                     credentials: NamespaceCredentials | None = None) -> segments.RunPlan | None:
     run = await kube.get("agentruns", namespace, name)
     if run is None or run["metadata"].get("deletionTimestamp"):
         return None
@@ -65,8 +71,8 @@ async def _reconcile(kube: Kube, config: OperatorConfig, namespace: str, name: s
                            pod_trouble=await _pod_trouble(kube, namespace, last, job),
                            config_error_seconds=config.worker.config_error_seconds)
     if plan.start_segment is not None and plan.start_segment[1] == SegmentKind.RESUME.value:
-        return await _resume_within_bound(kube, config, run, plan, inputs)
-    await apply(kube, config, run, plan, inputs)
+        return await _resume_within_bound(kube, config, run, plan, inputs, credentials)
+    await apply(kube, config, run, plan, inputs, credentials=credentials)
     return plan
 
 
@@ -79,11 +85,16 @@ async def _pod_trouble(kube: Kube, namespace: str, last: dict[str, Any] | None,
     view = segments.JobView.of(job)
     if view.started or view.finished:
         return None
-    return segments.PodTrouble.of(await kube.job_pods(namespace, last["job"]))
+    pods = await kube.job_pods(namespace, last["job"])
+    creating = [p["metadata"]["name"] for p in pods for cs in (p.get("status") or {}).get("containerStatuses") or []
+                if ((cs.get("state") or {}).get("waiting") or {}).get("reason") == "ContainerCreating"]
+    events = [e for pod in dict.fromkeys(creating) for e in await kube.failed_mounts(namespace, pod)]
+    return segments.PodTrouble.of(pods, events)
 
 
 async def _resume_within_bound(kube: Kube, config: OperatorConfig, run: dict[str, Any],
-                               plan: segments.RunPlan, inputs: list[dict[str, Any]]) -> segments.RunPlan | None:
+                               plan: segments.RunPlan, inputs: list[dict[str, Any]],
+                               credentials: NamespaceCredentials | None = None) -> segments.RunPlan | None:
     """A waiting turn that resumes runs again: it takes a slot of its tree like a claim does
     (under the same lock), or stays Waiting with the reason in ``status.heldBack``."""
     namespace, name = run["metadata"]["namespace"], run["metadata"]["name"]
@@ -93,15 +104,16 @@ async def _resume_within_bound(kube: Kube, config: OperatorConfig, run: dict[str
                 await kube.patch_status("agentruns", namespace, name, {"status": {"heldBack": held}})
             return None
         plan.status["heldBack"] = None
-        await apply(kube, config, run, plan, inputs)
+        await apply(kube, config, run, plan, inputs, credentials=credentials)
     return plan
 
 
-async def wake_held_runs(kube: Kube, config: OperatorConfig, namespace: str, root: str) -> None:
+async def wake_held_runs(kube: Kube, config: OperatorConfig, namespace: str, root: str, *,
+                         credentials: NamespaceCredentials | None = None) -> None:
     """A slot of the tree is free: resumes held back by its bound may start (ordinary passes)."""
     for run in await kube.list("agentruns", namespace, f"{TREE_LABEL}={root}"):
         if (run.get("status") or {}).get("heldBack"):
-            await reconcile_run(kube, config, namespace, run["metadata"]["name"])
+            await reconcile_run(kube, config, namespace, run["metadata"]["name"], credentials=credentials)
 
 
 async def _delegation_due(kube: Kube, config: OperatorConfig, run: dict[str, Any], now: datetime.datetime) -> bool:
@@ -128,9 +140,18 @@ async def _delegation_due(kube: Kube, config: OperatorConfig, run: dict[str, Any
 
 
 async def apply(kube: Kube, config: OperatorConfig, run: dict[str, Any], plan: segments.RunPlan,
-                inputs: list[dict[str, Any]] | None = None) -> None:
+                inputs: list[dict[str, Any]] | None = None, *,
+                credentials: NamespaceCredentials | None = None) -> None:
     namespace, name = run["metadata"]["namespace"], run["metadata"]["name"]
     now = datetime.datetime.now(datetime.UTC)
+    if plan.start_segment is not None and credentials is not None:
+        # Before anything is written: without its credential the segment would not start, and
+        # the run says why on its Ready condition until a later pass (event or scan) succeeds.
+        try:
+            await credentials.ensure(kube, config, namespace)
+        except CredentialError as e:
+            await _credential_trouble(kube, run, str(e), now)
+            return
     if plan.delete_job:
         await kube.delete_job(namespace, plan.delete_job)
     if plan.reject_input:
@@ -168,6 +189,18 @@ async def apply(kube: Kube, config: OperatorConfig, run: dict[str, Any], plan: s
     if plan.consume_input:
         await kube.patch_status("agentinputs", namespace, plan.consume_input,
                                 {"status": {"phase": "Consumed", "run": name}})
+
+
+async def _credential_trouble(kube: Kube, run: dict[str, Any], error: str, now: datetime.datetime) -> None:
+    """Ready False naming the failed provisioning step; written only when it changed. Safe to
+    repeat: an absolute condition."""
+    namespace, name = run["metadata"]["namespace"], run["metadata"]["name"]
+    logger.warning("run %s/%s: %s", namespace, name, error)
+    wanted = conditions.condition("Ready", False, "DatabaseCredentialFailed", error)
+    current = (run.get("status") or {}).get("conditions") or []
+    updated = conditions.updated(run, [wanted], now)
+    if updated != current:
+        await kube.patch_status("agentruns", namespace, name, {"status": {"conditions": updated}})
 
 
 async def _invalid_job(kube: Kube, run: dict[str, Any], job: str, error: str, now: datetime.datetime,

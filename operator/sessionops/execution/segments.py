@@ -52,7 +52,8 @@ class JobView:
 # Waiting reasons of a container that no retry can cure: the pod's spec or what it
 # references is wrong, so a new pod would hit the same wall.
 CONFIG_ERRORS = frozenset({"CreateContainerConfigError", "CreateContainerError", "InvalidImageName",
-                           "ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull", "Unschedulable"})
+                           "ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull", "Unschedulable",
+                           "FailedMount"})
 # Waiting reasons of a pod on its way up: normal, not worth a status write.
 STARTING = frozenset({"ContainerCreating", "PodInitializing"})
 
@@ -70,13 +71,21 @@ class PodTrouble:
         return self.reason in CONFIG_ERRORS
 
     @classmethod
-    def of(cls, pods: list[dict[str, Any]]) -> PodTrouble | None:
-        """The first trouble of the newest pod; None while pods start normally (or run)."""
+    def of(cls, pods: list[dict[str, Any]], events: list[dict[str, Any]] = ()) -> PodTrouble | None:  # type: ignore[assignment]
+        """The first trouble of the newest pod; None while pods start normally (or run).
+        ``events``: the pods' ``FailedMount`` Events: a volume that cannot be mounted (a missing
+        Secret of a credential volume) leaves the container in ``ContainerCreating``, and the
+        kubelet says why only in an Event."""
         for pod in sorted(pods, key=lambda p: p.get("metadata", {}).get("creationTimestamp") or "", reverse=True):
             name = pod.get("metadata", {}).get("name", "")
             status = pod.get("status") or {}
             for cs in [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]:
                 waiting = (cs.get("state") or {}).get("waiting") or {}
+                if waiting.get("reason") == "ContainerCreating":
+                    mount = [e for e in events if e.get("reason") == "FailedMount"
+                             and (e.get("involvedObject") or {}).get("name") == name]
+                    if mount:
+                        return cls(name, "FailedMount", str(mount[-1].get("message") or ""))
                 if waiting.get("reason") and waiting["reason"] not in STARTING:
                     return cls(name, waiting["reason"], f'container {cs.get("name")}: {waiting.get("message") or ""}')
             for cond in status.get("conditions") or []:

@@ -20,4 +20,4 @@ def _cancelling(spec: kopf.Spec, status: kopf.Status, **_: Any) -> bool:
 async def cancel_requested(name: str, namespace: str, type: str | None, memo: Any, **_: Any) -> None:
     rt: Runtime = memo.runtime
     if type != "DELETED":
-        await reconcile_cancel(rt.kube, rt.settings.database_url, namespace, name)
+        await reconcile_cancel(rt.kube, rt.checkpoint_dsn(namespace), namespace, name)

@@ -18,7 +18,7 @@ from sessionops.scheduling.names import RUN_LABEL
 async def run_event(name: str, namespace: str, type: str | None, memo: Any, **_: Any) -> None:
     rt: Runtime = memo.runtime
     if type != "DELETED":
-        await reconcile_run(rt.kube, rt.config.current, namespace, name)
+        await reconcile_run(rt.kube, rt.config.current, namespace, name, credentials=rt.credentials)
 
 
 @kopf.on.event(GROUP, VERSION, "agentruns", labels={PARENT_RUN_LABEL: kopf.PRESENT})
@@ -29,9 +29,10 @@ async def child_run_event(labels: kopf.Labels, namespace: str, memo: Any, **_: A
     if parent is None:
         return
     if (parent.get("spec") or {}).get("cancel"):
-        await reconcile_cancel(rt.kube, rt.settings.database_url, namespace, parent["metadata"]["name"])
+        await reconcile_cancel(rt.kube, rt.checkpoint_dsn(namespace), namespace, parent["metadata"]["name"])
     else:
-        await reconcile_run(rt.kube, rt.config.current, namespace, parent["metadata"]["name"])
+        await reconcile_run(rt.kube, rt.config.current, namespace, parent["metadata"]["name"],
+                            credentials=rt.credentials)
 
 
 @kopf.on.event("batch", "v1", "jobs", labels={RUN_LABEL: kopf.PRESENT})
@@ -40,9 +41,9 @@ async def job_event(labels: kopf.Labels, namespace: str, memo: Any, **_: Any) ->
     rt: Runtime = memo.runtime
     run = await rt.kube.get("agentruns", namespace, labels[RUN_LABEL])
     if run is not None and (run.get("spec") or {}).get("cancel"):
-        await reconcile_cancel(rt.kube, rt.settings.database_url, namespace, labels[RUN_LABEL])
+        await reconcile_cancel(rt.kube, rt.checkpoint_dsn(namespace), namespace, labels[RUN_LABEL])
     else:
-        await reconcile_run(rt.kube, rt.config.current, namespace, labels[RUN_LABEL])
+        await reconcile_run(rt.kube, rt.config.current, namespace, labels[RUN_LABEL], credentials=rt.credentials)
 
 
 @kopf.on.event("", "v1", "pods", labels={RUN_LABEL: kopf.PRESENT})
@@ -51,11 +52,11 @@ async def pod_event(labels: kopf.Labels, namespace: str, type: str | None, memo:
     (the recovery scan fails the run once the configured wait has passed)."""
     rt: Runtime = memo.runtime
     if type != "DELETED":
-        await reconcile_run(rt.kube, rt.config.current, namespace, labels[RUN_LABEL])
+        await reconcile_run(rt.kube, rt.config.current, namespace, labels[RUN_LABEL], credentials=rt.credentials)
 
 
 @kopf.on.event(GROUP, VERSION, "agentinputs")
 async def resume_received(spec: kopf.Spec, namespace: str, memo: Any, **_: Any) -> None:
     if spec.get("kind") == "Resume" and spec.get("run"):
         rt: Runtime = memo.runtime
-        await reconcile_run(rt.kube, rt.config.current, namespace, spec["run"])
+        await reconcile_run(rt.kube, rt.config.current, namespace, spec["run"], credentials=rt.credentials)

@@ -59,7 +59,8 @@ async def run_changed(body: kopf.Body, spec: kopf.Spec, namespace: str, type: st
     if _may_free_a_slot(dict(body), deleted=type == "DELETED"):
         root = body.metadata.labels[TREE_LABEL]
         await wake_held_back(memo.runtime.kube, namespace, root, _bound(memo))
-        await wake_held_runs(memo.runtime.kube, memo.runtime.config.current, namespace, root)
+        await wake_held_runs(memo.runtime.kube, memo.runtime.config.current, namespace, root,
+                             credentials=memo.runtime.credentials)
 
 
 @kopf.timer(GROUP, VERSION, "agentsessions", interval=30, idle=10)
@@ -70,7 +71,8 @@ async def session_resync(name: str, namespace: str, memo: Any, **_: Any) -> None
 
 
 @kopf.on.delete(GROUP, VERSION, "agentsessions")
-async def session_deleted(uid: str, memo: Any, **_: Any) -> None:
-    """The session's thread goes with it. Repeating is safe: deleting no rows is a no-op."""
+async def session_deleted(uid: str, namespace: str, memo: Any, **_: Any) -> None:
+    """The session's thread goes with it (in its namespace's schema, with the admin credential).
+    Repeating is safe: deleting no rows is a no-op."""
     rt: Runtime = memo.runtime
-    await checkpoints.adelete_thread(rt.settings.database_url, uid)
+    await checkpoints.adelete_thread(rt.checkpoint_dsn(namespace), uid)

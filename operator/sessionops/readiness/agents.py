@@ -41,7 +41,9 @@ def named_skills(spec: AgentSpec) -> list[str]:
 
 def secret_refs(spec: AgentSpec, config: OperatorConfig) -> list[SecretRef]:
     """The Secrets a worker pod of this Agent needs in the Agent's namespace."""
-    refs = [SecretRef(config.worker.database_secret.name, "the operator config's worker.databaseSecret")]
+    # The operator writes the database Secret itself unless a DBA pre-provisions the roles.
+    refs = [] if config.worker.manage_database_roles else [
+        SecretRef(config.worker.database_secret.name, "the operator config's worker.databaseSecret")]
     model, _ = effective(spec, config)
     entry = config.model_entry(model)
     if entry is not None and entry.secret_key_ref is not None:

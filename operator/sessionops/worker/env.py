@@ -1,7 +1,9 @@
 """The segment's environment, as ``sessionops.execution.jobs.job_body`` writes it.
 
 Parsing only: a missing or malformed variable is an ``EnvError`` naming the variable
-(never its value: some of them are secrets).
+(never its value). Credentials are never in the environment: ``SESSIONOPS_DATABASE_URL_FILE``
+and ``SESSIONOPS_MODEL_API_KEY_FILE`` name files (mounted Secrets) read here; an error names
+the variable and the path, never the content.
 """
 
 from __future__ import annotations
@@ -23,6 +25,19 @@ class EnvError(ValueError):
     """The Job's environment is incomplete or malformed (an operator bug, not a user error)."""
 
 
+def read_secret_file(variable: str, path: str) -> str:
+    """The stripped content of a mounted Secret file; ``EnvError`` names the variable and the path
+    (an unreadable or empty file), never what it holds."""
+    try:
+        value = Path(path).read_text().strip()
+    except (OSError, UnicodeDecodeError) as e:
+        reason = e.strerror if isinstance(e, OSError) and e.strerror else type(e).__name__
+        raise EnvError(f"{variable}: cannot read {path} ({reason})") from None
+    if not value:
+        raise EnvError(f"{variable}: {path} is empty")
+    return value
+
+
 @dataclasses.dataclass(frozen=True)
 class ModelEnv:
     """The catalog entry of the turn's model, resolved by the operator at Job creation."""
@@ -38,7 +53,7 @@ class ModelEnv:
     max_tokens: int | None = None
     temperature: float | None = None
     api_key: str | None = dataclasses.field(default=None, repr=False)
-    """From the catalog entry's secretKeyRef; never logged (``repr=False``)."""
+    """From the file of the catalog entry's Secret; never logged (``repr=False``)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,6 +99,10 @@ class WorkerEnv:
                 raise EnvError(f"{name} is not set")
             return value
 
+        def secret_file(name: str) -> str | None:
+            path = env.get(name, "").strip()
+            return read_secret_file(name, path) if path else None
+
         def number(name: str, default: float | None, cast: type = int) -> float | None:
             raw = env.get(name, "").strip()
             if not raw:
@@ -115,7 +134,7 @@ class WorkerEnv:
                 endpoint=env.get("SESSIONOPS_MODEL_ENDPOINT", "").strip() or None,
                 max_tokens=number("SESSIONOPS_MODEL_MAX_TOKENS", None),  # type: ignore[arg-type]
                 temperature=number("SESSIONOPS_MODEL_TEMPERATURE", None, float),
-                api_key=env.get("SESSIONOPS_MODEL_API_KEY", "").strip() or None,
+                api_key=secret_file("SESSIONOPS_MODEL_API_KEY_FILE"),
             )
         try:
             egress = McpEgress.model_validate_json(env.get("SESSIONOPS_MCP_EGRESS", "").strip() or "{}")
@@ -129,7 +148,7 @@ class WorkerEnv:
             segment=int(number("SESSIONOPS_SEGMENT", None) or required("SESSIONOPS_SEGMENT")),
             kind=kind,
             workdir=Path(required("SESSIONOPS_WORKDIR")),
-            database_url=required("DATABASE_URL"),
+            database_url=read_secret_file("SESSIONOPS_DATABASE_URL_FILE", required("SESSIONOPS_DATABASE_URL_FILE")),
             model=model,
             resume_input=resume,
             lease_seconds=lease_seconds,

@@ -74,3 +74,33 @@ async def test_a_worker_that_exited_without_a_verdict_is_still_lost_and_retried(
     plan = await reconcile_run(kube, config(), "team-a", "s-t1", now=NOW)
     assert plan is not None and plan.start_segment is not None and plan.start_segment[1] == "Retry"
     assert plan.status["segments"][0]["outcome"] == "Lost" and len(kube.created) == 1
+
+
+class Credentials:
+    """Stands in for ``NamespaceCredentials``: fails (as without CREATEROLE) or records the namespace."""
+
+    def __init__(self, error: str | None = None) -> None:
+        self.error, self.ensured = error, []
+
+    async def ensure(self, kube: Any, config: Any, namespace: str) -> None:
+        from sessionops.execution.credentials import CredentialError
+        if self.error:
+            raise CredentialError(self.error)
+        self.ensured.append(namespace)
+
+
+async def test_the_namespace_credential_is_made_before_the_segment_is_recorded_or_its_job_created() -> None:
+    kube, creds = RacingKube([run("Running"), run("Running")], COMPLETE_JOB), Credentials()
+    plan = await reconcile_run(kube, config(), "team-a", "s-t1", now=NOW, credentials=creds)  # type: ignore[arg-type]
+    assert plan is not None and creds.ensured == ["team-a"] and len(kube.created) == 1
+
+
+async def test_a_credential_failure_starts_nothing_and_says_why_on_ready() -> None:
+    message = "database schema sessionops_team_a / role r for namespace team-a: permission denied to create role"
+    kube = RacingKube([run("Running"), run("Running")], COMPLETE_JOB)
+    await reconcile_run(kube, config(), "team-a", "s-t1", now=NOW, credentials=Credentials(message))  # type: ignore[arg-type]
+    assert not kube.created
+    (patch,) = kube.patches  # no segment recorded: only the condition
+    (ready,) = [c for c in patch["status"]["conditions"] if c["type"] == "Ready"]
+    assert (ready["status"], ready["reason"], ready["message"]) == ("False", "DatabaseCredentialFailed", message)
+    assert set(patch["status"]) == {"conditions"}

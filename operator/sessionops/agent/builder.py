@@ -164,7 +164,7 @@ def build_agent(
     snapshot: ContextSnapshot,
     *,
     model: BaseChatModel,
-    workdir: Path,
+    workdir: Path | None = None,
     checkpointer: Any,
     skills: Mapping[str, str] | None = None,
     extra_tools: Sequence[BaseTool] = (),

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
 from sessionops.api.common import ApiModel, ApprovalMode
-from sessionops.api.snapshot import Summarization
+from sessionops.api.snapshot import PRESERVE, Summarization
 from sessionops.api.transcript import TOOL_RESULT_MAX
 
 
@@ -64,6 +64,17 @@ class WorkerConfig(ApiModel):
     database_secret: SecretKeyRef = Field(
         default_factory=lambda: SecretKeyRef(name="sessionops-database", key="url"),
         description="Secret (in each worker namespace) holding the PostgreSQL DSN of the checkpoints.")
+    tools_image: str | None = Field(
+        default=None, description="Image of the tools container (read_file, write_file, list_files, run_shell run "
+                                  "there, apart from the worker's credentials); default: the worker image.")
+    tools_resources: dict[str, Any] | None = Field(
+        default=None, description="Resources (requests/limits) of the tools container, as in a Pod spec; an Agent's "
+                                  "spec.worker.toolsResources replaces them.",
+        json_schema_extra=PRESERVE)
+    max_command_timeout_seconds: int = Field(
+        default=3600, ge=1, le=3600,
+        description="Upper bound of run_shell's timeout, enforced by the tools process; an Agent may lower it "
+                    "(spec.worker.commandTimeoutSeconds), never raise it.")
 
 
 class OperatorConfig(ApiModel):

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from sessionops.api.run import SegmentKind
 from sessionops.api.transcript import TOOL_RESULT_MAX
+from sessionops.toolbox.protocol import SOCKET_PATH
 
 
 class EnvError(ValueError):
@@ -44,7 +45,6 @@ class WorkerEnv:
     run: str
     segment: int
     kind: SegmentKind
-    workdir: Path
     database_url: str = dataclasses.field(repr=False)
     """PostgreSQL DSN of the checkpoints; may carry a password, never logged."""
     model: ModelEnv | None
@@ -63,6 +63,10 @@ class WorkerEnv:
     """Checkpoints of the thread kept after each segment (the operator config's ``checkpointRetention``)."""
     transcript_tool_result_chars: int = TOOL_RESULT_MAX
     """Characters of a tool result kept in the transcript (``transcriptToolResultChars``)."""
+    tools_socket: Path = Path(SOCKET_PATH)
+    """The tools process's Unix socket (the pod's other container, ``sessionops.toolbox``)."""
+    tools_wait_seconds: float = 60.0
+    """How long the worker waits for the tools process to answer before exiting non-zero."""
 
     @property
     def segment_name(self) -> str:
@@ -119,7 +123,6 @@ class WorkerEnv:
             run=required("SESSIONOPS_RUN"),
             segment=int(number("SESSIONOPS_SEGMENT", None) or required("SESSIONOPS_SEGMENT")),
             kind=kind,
-            workdir=Path(required("SESSIONOPS_WORKDIR")),
             database_url=required("DATABASE_URL"),
             model=model,
             resume_input=resume,
@@ -128,4 +131,6 @@ class WorkerEnv:
             identity=env.get("HOSTNAME", "").strip() or socket.gethostname(),
             checkpoint_retention=retention,
             transcript_tool_result_chars=result_chars,
+            tools_socket=Path(required("SESSIONOPS_TOOLS_SOCKET")),
+            tools_wait_seconds=float(number("SESSIONOPS_TOOLS_WAIT_SECONDS", 60.0, float) or 0),
         )

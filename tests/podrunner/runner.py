@@ -187,6 +187,7 @@ class PodRunner:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.scratch = Path(tempfile.mkdtemp(prefix="podrunner-pods-"))
         self.split_users = os.geteuid() == 0
+        self._pythons: dict[int, str] = {}
         """Root: a container whose runAsUser differs from the pod's runs as that UID."""
         # The volumes containers of other UIDs share live under a traversable (not listable)
         # node directory; nothing else of the runner's is reachable by those UIDs.
@@ -543,9 +544,9 @@ class PodRunner:
         if not argv:
             raise ValueError(f"container {container['name']} has no command (image entrypoints are unknown here)")
         argv = [expand(a, env) for a in argv]
-        if argv[0] in ("python", "python3"):
-            argv[0] = self.python
         user = self._user_of(pod, container)
+        if argv[0] in ("python", "python3"):
+            argv[0] = self._python_for(user[0], user[1]) if user else self.python
         log_path = self.log_dir / f"{namespace}_{pod_name}{'' if container is pod['spec']['containers'][0] else '_' + container['name']}.log"
         workdir.mkdir(parents=True, exist_ok=True)
         execution = Execution(namespace=namespace, job=job["metadata"]["name"], pod=pod_name, argv=argv,
@@ -572,6 +573,24 @@ class PodRunner:
         gid = ctx.get("runAsGroup", pod_ctx.get("runAsGroup", uid))
         groups = [g for g in [pod_ctx.get("fsGroup"), *(pod_ctx.get("supplementalGroups") or [])] if g is not None]
         return int(uid), int(gid), [int(g) for g in groups]
+
+    def _python_for(self, uid: int, gid: int) -> str:
+        """An interpreter ``uid`` may run: the runner's, else the system's python3 (the runner's may
+        live under an unreachable home, e.g. pyenv in /root). Such a container gets no site-packages
+        of the runner's: fine for the tools process, which uses the standard library only."""
+        with self._lock:
+            if uid in self._pythons:
+                return self._pythons[uid]
+        for candidate in dict.fromkeys([self.python, shutil.which("python3", path="/usr/local/bin:/usr/bin:/bin")]):
+            with contextlib.suppress(OSError):
+                if candidate and subprocess.run([candidate, "-c", "pass"], user=uid, group=gid, capture_output=True,
+                                                cwd="/", check=False).returncode == 0:
+                    break
+        else:
+            raise RuntimeError(f"no python interpreter that uid {uid} may run (tried {self.python} and python3)")
+        with self._lock:
+            self._pythons[uid] = candidate
+        return candidate
 
     def _keep_sidecar(self, proc: _Process, sidecar: _Sidecar) -> None:
         """restartPolicy Always: a sidecar that exits while the main container runs starts again."""

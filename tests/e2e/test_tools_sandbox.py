@@ -81,16 +81,6 @@ async def test_tools_reach_no_credential_of_the_worker(stack, name: str) -> None
     run = await stack.wait_for("agentrun", f"{name}-t1", phase("Succeeded", "Failed"), timeout=120)
     assert run["status"]["phase"] == "Succeeded", run["status"]
 
-    execution = await asyncio.to_thread(runner.wait_execution, f"{name}-t1-1")
-    # The record names what the tools tried: the worker's kubeconfig and volumes are where targets.txt said.
-    assert execution.kubeconfig == runner.scratch / stack.namespace / execution.pod / "kubeconfig"
-    assert execution.mounts["/var/run/secrets/kubernetes.io/serviceaccount"] == (
-        runner.node / stack.namespace / execution.pod / "kube-api-access")
-    [tools] = execution.sidecars
-    assert tools.user is not None and tools.user != 0 and tools.kubeconfig is None
-    token = yaml.safe_load(execution.kubeconfig.read_text())["users"][0]["user"]["token"]
-    canaries = {"model key": api_key, "database credential": db_secret, "worker token": token}
-
     requests = await stack.replay_requests("red-team")
     tool_results = [m.get("content") for r in requests for m in r.get("body", r).get("messages", [])
                     if m.get("role") == "tool"]
@@ -102,5 +92,19 @@ async def test_tools_reach_no_credential_of_the_worker(stack, name: str) -> None
         out = await stack.kubectl("get", kind, "-n", stack.namespace, "-o", "json", admin=True)
         seen[kind] = out.stdout
     seen["pod logs"] = "\n".join(p.read_text(errors="replace") for p in Path(runner.log_dir).glob("*.log"))
+    canaries = {"model key": api_key, "database credential": db_secret}
+    leaks = [f"{what} in {where}" for what, value in canaries.items() for where, text in seen.items() if value in text]
+    assert not leaks, leaks
+
+    execution = await asyncio.to_thread(runner.wait_execution, f"{name}-t1-1")
+    # The record names what the tools tried: the worker's kubeconfig and volumes are where targets.txt said.
+    assert execution.kubeconfig == runner.scratch / stack.namespace / execution.pod / "kubeconfig"
+    assert execution.mounts["/var/run/secrets/kubernetes.io/serviceaccount"] == (
+        runner.node / stack.namespace / execution.pod / "kube-api-access")
+    [tools] = execution.sidecars
+    assert tools.user is not None and tools.user != 0 and tools.kubeconfig is None
+    token = yaml.safe_load(execution.kubeconfig.read_text())["users"][0]["user"]["token"]
+    canaries["worker token"] = token
+
     leaks = [f"{what} in {where}" for what, value in canaries.items() for where, text in seen.items() if value in text]
     assert not leaks, leaks

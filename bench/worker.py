@@ -79,7 +79,7 @@ def _env(kube: WorkerKube, job: dict[str, Any], workdir: Path, kubeconfig: Path)
     env = resolve_env(container, pod, secrets=lambda ns, n: kube.read(f"/api/v1/namespaces/{ns}/secrets/{n}"),
                       configmaps=lambda ns, n: None)
     env["SESSIONOPS_TOOLS_SOCKET"] = str(workdir.parent / f"{workdir.name}.sock")
-    base = {k: os.environ[k] for k in ("PATH", "LANG", "VIRTUAL_ENV") if k in os.environ}
+    base = {k: os.environ[k] for k in ("PATH", "LANG", "VIRTUAL_ENV", "PYTHONPATH") if k in os.environ}
     return {**base, **env, "KUBECONFIG": str(kubeconfig), "HOSTNAME": pod["metadata"]["name"]}
 
 
@@ -109,6 +109,11 @@ def main() -> int:
             kube.request("POST", f"/api/v1/namespaces/{NS}/secrets",
                          body={"metadata": {"name": "sessionops-database"}, "stringData": {"url": dsn}})
             _create(kube, "agents", {"kind": "Agent", "metadata": {"name": "helper"}, "spec": {"systemPrompt": "b"}})
+            # The test cluster authorizes by RBAC: the turns' submitter may use everything in the namespace.
+            kube.request("POST", f"/apis/rbac.authorization.k8s.io/v1/namespaces/{NS}/rolebindings", body={
+                "metadata": {"name": "bench-admin"}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io",
+                                                                 "kind": "ClusterRole", "name": "cluster-admin"},
+                "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "bench"}]})
             config = OperatorConfig.model_validate({"defaults": {"model": "replay/hello"}, "models": [
                 {"name": "replay/hello", "provider": "replay", "model": "hello", "endpoint": f"{replay.url}/v1"}]})
             for i in range(args.runs):
@@ -130,7 +135,10 @@ def main() -> int:
                 tools.wait()
                 proc.returncode = os.waitstatus_to_exitcode(status)
                 first = datetime.datetime.fromisoformat(replay.records[0]["timestamp"]) if replay.records else None
-                phase = kube.get("agentruns", NS, f"s{i}-t1")["status"]["phase"]
+                status = kube.get("agentruns", NS, f"s{i}-t1")["status"]
+                phase = status["phase"]
+                if phase != "Succeeded":
+                    print(json.dumps(status.get("conditions")), file=sys.stderr)
                 runs.append({"run": i, "exit_code": proc.returncode, "phase": phase,
                              "first_request_seconds": round((first - started).total_seconds(), 3) if first else None,
                              "process_seconds": round(total, 3), "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),

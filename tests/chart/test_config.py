@@ -46,6 +46,9 @@ def test_config_defaults(default: Rendered) -> None:
     assert entry.secret_key_ref.name == "sessionops-openai"
     assert config.worker.service_account_name == "sessionops-worker"
     assert config.worker.image == "ghcr.io/sessionops/sessionops:0.1.0"
+    # The tools container runs the worker image unless told otherwise, run_shell at most an hour.
+    assert config.worker.tools_image == config.worker.image and not config.worker.tools_resources
+    assert config.worker.max_command_timeout_seconds == 3600
     assert config.checkpoint_retention == 20 and config.delegation_concurrency == 4
     assert config.delegation_timeout_seconds == 3600 and config.delegation_max_depth == 5
 
@@ -63,7 +66,9 @@ def test_every_config_value_reaches_the_config(renderer: Renderer) -> None:
             "delegationMaxDepth": 2,
         },
         "worker": {"image": "registry.local/worker:9", "serviceAccountName": "agents",
-                   "leaseDurationSeconds": 60, "startTimeoutSeconds": 120, "maxRetries": 1},
+                   "leaseDurationSeconds": 60, "startTimeoutSeconds": 120, "maxRetries": 1,
+                   "toolsImage": "registry.local/tools:3", "toolsResources": {"limits": {"memory": "512Mi"}},
+                   "maxCommandTimeoutSeconds": 300},
     }
     out = renderer.template_values("helm4", values)
     assert out.returncode == 0, out.stderr
@@ -80,6 +85,9 @@ def test_every_config_value_reaches_the_config(renderer: Renderer) -> None:
     assert config.worker.service_account_name == "agents"
     assert (config.worker.lease_duration_seconds, config.worker.start_timeout_seconds,
             config.worker.max_retries) == (60, 120, 1)
+    assert config.worker.tools_image == "registry.local/tools:3"
+    assert config.worker.tools_resources == {"limits": {"memory": "512Mi"}}
+    assert config.worker.max_command_timeout_seconds == 300
     assert [d for d in rendered.of_kind("ServiceAccount") if d["metadata"]["name"] == "agents"]
     # No catalog secret: the workers may read only the database's.
     role = rendered.one("Role", f"{RELEASE}-worker-secrets")

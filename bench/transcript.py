@@ -32,6 +32,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.sidecar import start_tools  # noqa: E402
 from bench.worker import NS, _create, _database_secret, _env  # noqa: E402
 from sessionops.api.config import OperatorConfig  # noqa: E402
 from sessionops.api.snapshot import ContextSnapshot, SnapshotSource  # noqa: E402
@@ -116,9 +117,12 @@ def main() -> int:
             if "PYTHONPATH" in os.environ:  # the worker of this checkout, not the installed one
                 env["PYTHONPATH"] = os.environ["PYTHONPATH"]
             t0 = time.time()
-            proc = subprocess.run([sys.executable, "-m", "sessionops.worker"], env=env, cwd=work,
+            tools = start_tools(job, work, Path(env["SESSIONOPS_TOOLS_SOCKET"]))
+            proc = subprocess.run([sys.executable, "-m", "sessionops.worker"], env=env, cwd=tmp,
                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False)
             turn_seconds = time.time() - t0
+            tools.terminate()
+            tools.wait()
             time.sleep(1.5)
             stop.set()
             status = kube.get("agentruns", NS, "s0-t1")["status"]

@@ -5,7 +5,8 @@ session), exactly as a pod would (the env comes from ``jobs.job_body`` resolved 
 kubelet does), against the test cluster, PostgreSQL and the replay model over HTTP. The
 latency is measured from just before the process is spawned to the replay server's
 record of the first chat-completions request; peak RSS is the child's ``ru_maxrss``.
-Also reported: the import time of the worker's modules alone (a floor for the latency).
+Also reported: the import time of the worker's modules alone (a floor for the latency), and
+when the tools process (the pod's sidecar, started just before the worker) answers its first ping.
 Targets: <= 1.5 s to the first request, <= 250 MB peak RSS.
 
     python bench/worker.py [--runs 5]      # DATABASE_URL selects the PostgreSQL server
@@ -30,11 +31,13 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.sidecar import start_tools  # noqa: E402
 from sessionops.api.config import OperatorConfig  # noqa: E402
 from sessionops.api.snapshot import ContextSnapshot, SnapshotSource  # noqa: E402
 from sessionops.execution.jobs import job_body  # noqa: E402
 from sessionops.kube import load_api_client  # noqa: E402
 from sessionops.replay import running_replay_server  # noqa: E402
+from sessionops.toolbox.client import ToolboxClient  # noqa: E402
 from sessionops.worker.k8s import CUSTOM, WorkerKube  # noqa: E402
 from tests import pgserver  # noqa: E402
 from tests.agent.pg import create_database, drop_database, provision_namespace, server_url  # noqa: E402
@@ -89,7 +92,7 @@ def _env(kube: WorkerKube, job: dict[str, Any], workdir: Path, kubeconfig: Path)
         for mount, host in mounts.items():
             if value.startswith(mount + "/"):
                 env[key] = str(host / value[len(mount) + 1:])
-    env["SESSIONOPS_WORKDIR"] = str(workdir)
+    env["SESSIONOPS_TOOLS_SOCKET"] = str(workdir.parent / f"{workdir.name}.sock")
     base = {k: os.environ[k] for k in ("PATH", "LANG", "VIRTUAL_ENV", "PYTHONPATH") if k in os.environ}
     return {**base, **env, "KUBECONFIG": str(kubeconfig), "HOSTNAME": pod["metadata"]["name"]}
 
@@ -118,6 +121,11 @@ def main() -> int:
             kube.request("POST", "/api/v1/namespaces", body={"metadata": {"name": NS}})
             _database_secret(kube, dsn)
             _create(kube, "agents", {"kind": "Agent", "metadata": {"name": "helper"}, "spec": {"systemPrompt": "b"}})
+            # The test cluster authorizes by RBAC: the turns' submitter may use everything in the namespace.
+            kube.request("POST", f"/apis/rbac.authorization.k8s.io/v1/namespaces/{NS}/rolebindings", body={
+                "metadata": {"name": "bench-admin"}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io",
+                                                                 "kind": "ClusterRole", "name": "cluster-admin"},
+                "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "bench"}]})
             config = OperatorConfig.model_validate({"defaults": {"model": "replay/hello"}, "models": [
                 {"name": "replay/hello", "provider": "replay", "model": "hello", "endpoint": f"{replay.url}/v1"}]})
             for i in range(args.runs):
@@ -127,16 +135,26 @@ def main() -> int:
                 replay.records.clear()
                 started = datetime.datetime.now(datetime.UTC)
                 t0 = time.perf_counter()
-                proc = subprocess.Popen([sys.executable, "-m", "sessionops.worker"], env=env, cwd=tmp / f"work-{i}",
+                # As a kubelet starts the pod: the tools sidecar, then the worker at once.
+                tools = start_tools(job, tmp / f"work-{i}", Path(env["SESSIONOPS_TOOLS_SOCKET"]))
+                proc = subprocess.Popen([sys.executable, "-m", "sessionops.worker"], env=env, cwd=tmp,
                                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                ToolboxClient(env["SESSIONOPS_TOOLS_SOCKET"]).wait_ready(30, interval=0.005)
+                tools_ready = time.perf_counter() - t0
                 _, status, usage = os.wait4(proc.pid, 0)
                 total = time.perf_counter() - t0
+                tools.terminate()
+                tools.wait()
                 proc.returncode = os.waitstatus_to_exitcode(status)
                 first = datetime.datetime.fromisoformat(replay.records[0]["timestamp"]) if replay.records else None
-                phase = kube.get("agentruns", NS, f"s{i}-t1")["status"]["phase"]
+                status = kube.get("agentruns", NS, f"s{i}-t1")["status"]
+                phase = status["phase"]
+                if phase != "Succeeded":
+                    print(json.dumps(status.get("conditions")), file=sys.stderr)
                 runs.append({"run": i, "exit_code": proc.returncode, "phase": phase,
                              "first_request_seconds": round((first - started).total_seconds(), 3) if first else None,
-                             "process_seconds": round(total, 3), "peak_rss_mb": round(usage.ru_maxrss / 1024, 1)})
+                             "process_seconds": round(total, 3), "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
+                             "tools_ready_seconds": round(tools_ready, 3)})
                 if proc.returncode != 0 and proc.stderr is not None:
                     print(proc.stderr.read().decode()[-2000:], file=sys.stderr)
             kube.close()
@@ -150,6 +168,7 @@ def main() -> int:
         "first_request_seconds": {"min": min(latencies), "median": statistics.median(latencies),
                                   "max": max(latencies)} if latencies else None,
         "peak_rss_mb": {"min": min(rss), "median": statistics.median(rss), "max": max(rss)},
+        "tools_ready_seconds": {"median": statistics.median(r["tools_ready_seconds"] for r in runs)},
         "import_only_seconds": round(_import_seconds(), 3),
         "targets": {"first_request_seconds": TARGET_SECONDS, "peak_rss_mb": TARGET_MB},
         "met": {"first_request_seconds": bool(latencies) and statistics.median(latencies) <= TARGET_SECONDS,

@@ -21,8 +21,8 @@ operator's hands, past any policy engine that restricts who may use which accoun
 and ``impersonate serviceaccounts`` is the one RBAC verb that says "may act as this account"
 (the built-in ``edit`` role has it, so ordinary namespace editors are not hindered).
 
-Two more rules need no review: ``spec.worker.image`` must match the operator config's
-``worker.allowedImages`` (glob patterns, default: the configured worker image), and ``env`` may
+Two more rules need no review: ``spec.worker.image`` and ``toolsImage`` must match the operator config's
+``worker.allowedImages`` (glob patterns, default: the configured worker and tools images), and ``env`` may
 not set what the worker's own behaviour depends on (``ENV_RESERVED``).
 
 Admission checks these for the requester and records them (``AUTHOR_ANNOTATION``); before each
@@ -78,9 +78,13 @@ class Need:
         return f'user "{subject.username}" cannot {self.describe(namespace)}' + (f" ({reason})" if reason else "")
 
 
+NOT_POD_SHAPING = frozenset({"commandTimeoutSeconds"})
+"""Worker settings that only lower a bound the tools process enforces: no pod permission needed."""
+
+
 def shapes_pod(worker: WorkerSettings | None) -> bool:
     """True when any pod-shaping field is set."""
-    return worker is not None and any(worker.dump().values())
+    return worker is not None and any(v for k, v in worker.dump().items() if k not in NOT_POD_SHAPING)
 
 
 def needs(spec: AgentSpec, config: WorkerConfig) -> list[Need]:
@@ -118,9 +122,10 @@ def static_problems(worker: WorkerSettings | None, config: WorkerConfig) -> list
         return []
     problems: list[tuple[str, str]] = []
     patterns = config.image_patterns()
-    if worker.image and not image_allowed(worker.image, patterns):
-        problems.append(("spec.worker.image", f"image {worker.image!r} is not allowed by the operator "
-                                              f"(worker.allowedImages: {', '.join(patterns)})"))
+    for field, image in (("spec.worker.image", worker.image), ("spec.worker.toolsImage", worker.tools_image)):
+        if image and not image_allowed(image, patterns):
+            problems.append((field, f"image {image!r} is not allowed by the operator "
+                                    f"(worker.allowedImages: {', '.join(patterns)})"))
     for i, var in enumerate(worker.env):
         name = str(var.get("name", "")) if isinstance(var, dict) else ""
         if reserved_env(name):

@@ -84,12 +84,13 @@ def test_each_pod_shaping_field_needs_create_pods_and_each_reference_its_own_per
 
 @pytest.mark.parametrize(("worker", "field", "words"), [
     ({"image": "attacker/img:latest"}, "spec.worker.image", "is not allowed by the operator"),
+    ({"toolsImage": "attacker/tools:latest"}, "spec.worker.toolsImage", "is not allowed by the operator"),
     ({"env": [{"name": "X", "value": "1"}, {"name": "SESSIONOPS_MODEL_ENDPOINT", "value": "http://evil"}]},
      "spec.worker.env[1].name", "reserved"),
     ({"env": [{"name": "PYTHONPATH", "value": "/work"}]}, "spec.worker.env[0].name", "reserved"),
     ({"env": [{"name": "https_proxy", "value": "http://evil:3128"}]}, "spec.worker.env[0].name", "reserved"),
     ({"env": [{"name": "DATABASE_URL", "value": "postgresql://evil"}]}, "spec.worker.env[0].name", "reserved"),
-], ids=["image outside the allow-list", "sessionops setting", "interpreter path", "proxy", "database"])
+], ids=["image outside the allow-list", "tools image outside the allow-list", "sessionops setting", "interpreter path", "proxy", "database"])
 def test_images_and_env_names_are_checked_without_a_review(worker: dict, field: str, words: str) -> None:
     with pytest.raises(Rejection) as e:
         check_static(_spec(**worker), WORKER)
@@ -102,6 +103,24 @@ def test_the_image_allow_list_is_glob_patterns_defaulting_to_the_worker_image() 
     check_static(_spec(image="registry.corp/agents/py:3"), corp)
     with pytest.raises(Rejection, match="registry.corp/agents/"):
         check_static(_spec(image="ghcr.io/sessionops/sessionops:0.1.0"), corp)
+
+
+def test_the_default_allow_list_is_the_worker_and_the_tools_image() -> None:
+    config = WorkerConfig(image="ghcr.io/sessionops/sessionops:0.1.0", tools_image="ghcr.io/sessionops/tools:0.1.0")
+    assert config.image_patterns() == ["ghcr.io/sessionops/sessionops:0.1.0", "ghcr.io/sessionops/tools:0.1.0"]
+    check_static(_spec(image="ghcr.io/sessionops/sessionops:0.1.0", toolsImage="ghcr.io/sessionops/tools:0.1.0"),
+                 config)
+    with pytest.raises(Rejection) as e:
+        check_static(_spec(toolsImage="ghcr.io/sessionops/sessionops:0.2.0"), config)
+    assert e.value.field == "spec.worker.toolsImage"
+
+
+def test_tools_settings_shape_the_pod_but_a_lower_command_timeout_does_not() -> None:
+    assert [n.field for n in podaccess.needs(_spec(toolsImage="ghcr.io/sessionops/sessionops:0.1.0"), WORKER)] == [
+        "spec.worker"]
+    assert [n.field for n in podaccess.needs(_spec(toolsResources={"limits": {"cpu": "1"}}), WORKER)] == [
+        "spec.worker"]
+    assert podaccess.needs(_spec(commandTimeoutSeconds=30), WORKER) == []
 
 
 def test_the_author_is_who_set_the_worker_settings_and_is_kept_across_other_edits() -> None:

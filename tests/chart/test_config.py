@@ -46,6 +46,9 @@ def test_config_defaults(default: Rendered) -> None:
     assert entry.secret_key_ref.name == "sessionops-openai"
     assert config.worker.service_account_name == "sessionops-worker"
     assert config.worker.image == "ghcr.io/sessionops/sessionops:0.1.0"
+    # The tools container runs the worker image unless told otherwise, run_shell at most an hour.
+    assert config.worker.tools_image == config.worker.image and not config.worker.tools_resources
+    assert config.worker.max_command_timeout_seconds == 3600
     assert config.checkpoint_retention == 20 and config.delegation_concurrency == 4
     assert config.delegation_timeout_seconds == 3600 and config.delegation_max_depth == 5
 
@@ -63,7 +66,9 @@ def test_every_config_value_reaches_the_config(renderer: Renderer) -> None:
             "delegationMaxDepth": 2,
         },
         "worker": {"image": "registry.local/worker:9", "serviceAccountName": "agents",
-                   "leaseDurationSeconds": 60, "startTimeoutSeconds": 120, "maxRetries": 1},
+                   "leaseDurationSeconds": 60, "startTimeoutSeconds": 120, "maxRetries": 1,
+                   "toolsImage": "registry.local/tools:3", "toolsResources": {"limits": {"memory": "512Mi"}},
+                   "maxCommandTimeoutSeconds": 300},
     }
     out = renderer.template_values("helm4", values)
     assert out.returncode == 0, out.stderr
@@ -80,9 +85,12 @@ def test_every_config_value_reaches_the_config(renderer: Renderer) -> None:
     assert config.worker.service_account_name == "agents"
     assert (config.worker.lease_duration_seconds, config.worker.start_timeout_seconds,
             config.worker.max_retries) == (60, 120, 1)
+    assert config.worker.tools_image == "registry.local/tools:3"
+    assert config.worker.tools_resources == {"limits": {"memory": "512Mi"}}
+    assert config.worker.max_command_timeout_seconds == 300
     assert [d for d in rendered.of_kind("ServiceAccount") if d["metadata"]["name"] == "agents"]
-    # The allow-list of Agent images defaults to the worker image the chart runs.
-    assert config.worker.image_patterns() == ["registry.local/worker:9"]
+    # The allow-list of Agent images defaults to the worker and tools images the chart runs.
+    assert config.worker.image_patterns() == ["registry.local/worker:9", "registry.local/tools:3"]
     assert config.worker_namespaces == ["default"]
     assert config.mcp_egress.allowed_cidrs == [] and config.mcp_egress.allowed_hosts == []
     # No catalog secret: no Role for the workers in the operator's namespace at all (an empty
@@ -102,6 +110,14 @@ def test_security_values_reach_the_config(renderer: Renderer) -> None:
     assert config.worker_namespaces == ["team-a", "team-b"]
     assert config.mcp_egress.allowed_cidrs == ["169.254.10.0/24"]
     assert config.mcp_egress.allowed_hosts == ["tools.corp"]
+
+
+def test_the_default_image_allow_list_holds_the_tools_image_too(renderer: Renderer) -> None:
+    values = {"worker": {"image": "registry.local/worker:9", "toolsImage": "registry.local/tools:9"}}
+    out = renderer.template_values("helm4", values)
+    assert out.returncode == 0, out.stderr
+    config = _config(Rendered(list(yaml.safe_load_all(out.stdout)), out.stdout, values))
+    assert config.worker.allowed_images == ["registry.local/worker:9", "registry.local/tools:9"]
 
 
 # --- database --------------------------------------------------------------------------

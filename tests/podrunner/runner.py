@@ -10,7 +10,20 @@ at the test cluster and ``HOSTNAME`` = the pod name. The process authenticates a
 ServiceAccount, as with a projected token: the runner asks for a token bound to the pod (a
 TokenRequest with ``boundObjectRef``) and writes it into a kubeconfig of the pod's own, so
 the worker is ``system:serviceaccount:<ns>:<sa>`` with the pod's name in its user info and
-the token dies with the pod (``automountServiceAccountToken: false`` gives no token). The
+the token dies with the pod. Every container gets it unless ``automountServiceAccountToken:
+false``; then only a container mounting a projected ``serviceAccountToken`` volume does (the
+volume's files, token, ca.crt and namespace, are written too).
+
+Containers: the first of ``containers`` is the main one, its exit the pod's phase. Native
+sidecars (``initContainers`` with ``restartPolicy: Always``) start before it, are restarted if
+they exit while it runs, and get SIGTERM (SIGKILL after the grace period) once it has exited.
+Each container is a process of its own with only its own spec's environment (plus the few
+variables standing in for the image's: ``BASE_ENV_KEYS``). When the runner is root, a container
+whose ``runAsUser`` differs from the pod's runs as that UID (``runAsGroup``, the pod's
+``fsGroup`` as supplementary group), and the volumes it mounts are group-shared as with fsGroup
+(setgid, group rwx); the other containers run as the runner's UID, standing for the pod's.
+Not root: every container runs as the runner's UID (the split of users is then not played
+locally; the tools process still gets a scrubbed environment and no token). The
 runner itself, playing the kubelet and the Job controller, uses the kubeconfig it was given.
 When the process exits the Pod
 gets phase ``Succeeded`` / ``Failed`` with a terminated container status (exit code,
@@ -19,9 +32,9 @@ reason ``Completed`` / ``Error`` / ``OOMKilled``) and the Job ``succeeded`` / ``
 ``SuccessCriteriaMet``, or ``Failed`` after ``FailureTarget``, reason
 ``BackoffLimitExceeded``) with ``completionTime``.
 
-Volumes: the ``emptyDir`` named ``work`` (or mounted at the container's workingDir)
-maps to ``<workdirs>/<namespace>/<session label>`` and is KEPT across the segments of a
-session, so a Retry finds the files of the crashed segment. A real cluster's emptyDir
+Volumes: the ``emptyDir`` named ``work`` maps to ``<workdirs>/<namespace>/<session label>``
+(when root, a symlink to a directory other UIDs can reach, moved back when the runner stops)
+and is KEPT across the segments of a session, so a Retry finds the files of the crashed segment. A real cluster's emptyDir
 lives and dies with one pod: there a new segment starts with an empty work directory.
 Other emptyDirs map to a per-pod directory. Env values naming a mount path (e.g.
 ``SESSIONOPS_WORKDIR=/work``) and the workingDir are rewritten to the host directory.
@@ -49,6 +62,7 @@ process tree: over the limit, the tree is SIGKILLed and the reason is ``OOMKille
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import dataclasses
 import datetime
@@ -121,6 +135,15 @@ class Execution:
     reason: str | None = None
     signals: list[int] = dataclasses.field(default_factory=list)
     """Signals the runner sent (kill(), deletion, memory limit), in order."""
+    container: str = ""
+    user: int | None = None
+    """The UID the process ran as (None: the runner's own)."""
+    mounts: dict[str, Path] = dataclasses.field(default_factory=dict)
+    """The container's mount paths and the host directories the runner used for them."""
+    kubeconfig: Path | None = None
+    """The container's kubeconfig (its ServiceAccount token), None when it got no token."""
+    sidecars: list[Execution] = dataclasses.field(default_factory=list)
+    """The pod's native sidecars (initContainers with restartPolicy Always), one per start."""
 
     @property
     def running(self) -> bool:
@@ -135,6 +158,15 @@ class Execution:
 
 
 @dataclasses.dataclass
+class _Sidecar:
+    """A native sidecar's process; restarted while the main container runs (restartPolicy Always)."""
+
+    container: dict[str, Any]
+    spawn: Callable[[], tuple[Execution, subprocess.Popen[bytes]]]
+    popen: subprocess.Popen[bytes] | None = None
+
+
+@dataclasses.dataclass
 class _Process:
     execution: Execution
     popen: subprocess.Popen[bytes]
@@ -144,6 +176,7 @@ class _Process:
     oom: bool = False
     stopping: bool = False
     done: threading.Event = dataclasses.field(default_factory=threading.Event)
+    sidecars: list[_Sidecar] = dataclasses.field(default_factory=list)
 
 
 class PodRunner:
@@ -156,6 +189,13 @@ class PodRunner:
         self.log_dir = Path(log_dir).resolve() if log_dir else Path(tempfile.mkdtemp(prefix="podrunner-logs-"))
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.scratch = Path(tempfile.mkdtemp(prefix="podrunner-pods-"))
+        self.split_users = os.geteuid() == 0
+        self._pythons: dict[int, str] = {}
+        """Root: a container whose runAsUser differs from the pod's runs as that UID."""
+        # The volumes containers of other UIDs share live under a traversable (not listable)
+        # node directory; nothing else of the runner's is reachable by those UIDs.
+        self.node = Path(tempfile.mkdtemp(prefix="podrunner-node-"))
+        self.node.chmod(0o711)
         self.python = python
         self.max_grace_seconds = max_grace_seconds
         self.extra_env = dict(extra_env or {})
@@ -208,13 +248,16 @@ class PodRunner:
         with self._lock:
             procs = list(self._procs.values())
         for proc in procs:
-            self._signal(proc, signal.SIGKILL)
+            proc.stopping = True
+            self._signal(proc, signal.SIGKILL, sidecars=True)
         for proc in procs:
             proc.done.wait(5)
         for thread in self._threads:
             thread.join(timeout=2)
         self.api_client.close()
+        self._restore_workdirs()
         shutil.rmtree(self.scratch, ignore_errors=True)
+        shutil.rmtree(self.node, ignore_errors=True)
         self._note("stopped")
 
     def __enter__(self) -> PodRunner:
@@ -408,71 +451,82 @@ class PodRunner:
             return
 
         container = pod["spec"]["containers"][0]
-        try:
-            env = resolve_env(container, pod, secrets=self._lookup("secret"), configmaps=self._lookup("configmap"))
-        except EnvResolutionError as e:
-            # As a kubelet reports it: imageID is "" (never absent) while the container waits.
-            self._patch_pod(namespace, pod_name, {"phase": "Pending", "containerStatuses": [{
-                "name": container["name"], "image": container.get("image", ""), "imageID": "", "ready": False,
-                "restartCount": 0, "started": False,
-                "state": {"waiting": {"reason": e.reason, "message": str(e)}}}]})
-            self._note(f"pod {namespace}/{pod_name}: {e.reason}: {e}")
-            with self._lock:
-                self._seen[uid] = "failed-to-start"
-                self.not_started[name] = f"{e.reason}: {e}"
-            self._remove_finalizer(namespace, pod_name)
-            return
+        sidecars = [c for c in pod["spec"].get("initContainers") or [] if c.get("restartPolicy") == "Always"]
+        if len(sidecars) != len(pod["spec"].get("initContainers") or []):
+            raise ValueError("init containers that run to completion are not supported (native sidecars are)")
+        envs: dict[str, dict[str, str]] = {}
+        for spec in [*sidecars, container]:
+            try:
+                envs[spec["name"]] = resolve_env(spec, pod, secrets=self._lookup("secret"),
+                                                 configmaps=self._lookup("configmap"))
+            except EnvResolutionError as e:
+                # As a kubelet reports it: imageID is "" (never absent) while the container waits.
+                key = "containerStatuses" if spec is container else "initContainerStatuses"
+                self._patch_pod(namespace, pod_name, {"phase": "Pending", key: [{
+                    "name": spec["name"], "image": spec.get("image", ""), "imageID": "", "ready": False,
+                    "restartCount": 0, "started": False,
+                    "state": {"waiting": {"reason": e.reason, "message": str(e)}}}]})
+                self._note(f"pod {namespace}/{pod_name}: {e.reason}: {e}")
+                with self._lock:
+                    self._seen[uid] = "failed-to-start"
+                    self.not_started[name] = f"{e.reason}: {e}"
+                self._remove_finalizer(namespace, pod_name)
+                return
 
+        # Secret volumes first, as a kubelet mounts them before any container starts.
+        secret_base = self.scratch / namespace / pod_name / "secret-volumes"
         try:
-            secret_mounts = volumes.materialize(pod, container, self._lookup("secret"),
-                                                self.scratch / namespace / pod_name / "secret-volumes")
+            for spec in [*sidecars, container]:
+                volumes.materialize(pod, spec, self._lookup("secret"), secret_base)
         except volumes.VolumeMountError as e:
             self._mount_failed(pod, container, e)
             return
-        kubeconfig = self._pod_kubeconfig(pod)
-        mounts = {**self._mounts(pod, container, job), **secret_mounts}
-        workdir = _host_path(container.get("workingDir") or "", mounts) or self._session_dir(job)
-        env = {k: str(p) if (p := _host_path(v, mounts)) else v for k, v in env.items()}
-        tmp = mounts.get("/tmp") or self.scratch / namespace / pod_name / "tmp"
-        tmp.mkdir(parents=True, exist_ok=True)
-        process_env = {k: os.environ[k] for k in BASE_ENV_KEYS if k in os.environ}
-        process_env.update(HOME=str(workdir), HOSTNAME=pod_name, KUBECONFIG=str(kubeconfig),
-                           TMPDIR=str(tmp), PYTHONUNBUFFERED="1", **self.extra_env)
-        process_env.update(env)
-        argv = [*(container.get("command") or []), *(container.get("args") or [])]
-        if not argv:
-            raise ValueError(f"container {container['name']} has no command (image entrypoints are unknown here)")
-        argv = [expand(a, env) for a in argv]
-        if argv[0] in ("python", "python3"):
-            argv[0] = self.python
-        log_path = self.log_dir / f"{namespace}_{pod_name}.log"
-        workdir.mkdir(parents=True, exist_ok=True)
-        execution = Execution(namespace=namespace, job=name, pod=pod_name, argv=argv, env_names=sorted(env),
-                              workdir=workdir, log_path=log_path, started=started)
-        with open(log_path, "wb") as log_file:
-            popen = subprocess.Popen(argv, cwd=workdir, env=process_env, stdin=subprocess.DEVNULL, stdout=log_file,
-                                     stderr=subprocess.STDOUT, start_new_session=True)
-        execution.pid = popen.pid
+        pod_volumes = {**self._volumes(pod, job),
+                       **{v["name"]: secret_base / v["name"] for v in pod["spec"].get("volumes") or []
+                          if "secret" in v and (secret_base / v["name"]).exists()}}
+        token_path: list[Path] = []  # the pod's token, asked for once, by the first container that gets one
+
+        def kubeconfig_for(spec: dict[str, Any]) -> Path | None:
+            if not _gets_token(pod, spec):
+                return None
+            if not token_path:
+                token_path.append(self._pod_kubeconfig(pod))
+            return token_path[0]
+
+        # Native sidecars first, as a kubelet starts them (it does not wait: no startup probe).
+        runs: list[_Sidecar] = []
+        sidecar_executions: list[Execution] = []
+        for spec in sidecars:
+            def spawn(spec: dict[str, Any] = spec) -> tuple[Execution, subprocess.Popen[bytes]]:
+                return self._spawn(pod, job, spec, envs[spec["name"]], pod_volumes, kubeconfig_for(spec), started)
+            sidecar = _Sidecar(spec, spawn)
+            execution, sidecar.popen = spawn()
+            runs.append(sidecar)
+            sidecar_executions.append(execution)
+        execution, popen = self._spawn(pod, job, container, envs[container["name"]], pod_volumes,
+                                       kubeconfig_for(container), started)
+        execution.sidecars.extend(sidecar_executions)
         limits = (container.get("resources") or {}).get("limits") or {}
         proc = _Process(execution, popen, uid, int(quantity(limits["memory"])) if "memory" in limits else None,
-                        min(float(pod["spec"].get("terminationGracePeriodSeconds", 30)), self.max_grace_seconds))
+                        min(float(pod["spec"].get("terminationGracePeriodSeconds", 30)), self.max_grace_seconds),
+                        sidecars=runs)
         with self._changed:
             self._procs[uid] = proc
             self.executions.append(execution)
             deleted = self._seen.get(uid) == "deleted"
             self._seen[uid] = "deleted" if deleted else "started"
             self._changed.notify_all()
-        self._note(f"pod {namespace}/{pod_name}: started pid {popen.pid}: {' '.join(argv)}")
         self._patch_pod(namespace, pod_name, {
             "phase": "Running", "startTime": _iso(started), "hostIP": "127.0.0.1", "podIP": "127.0.0.1",
             "podIPs": [{"ip": "127.0.0.1"}],
             "conditions": _pod_conditions(True, started),
-            "containerStatuses": [{"name": container["name"], "image": container.get("image", ""),
-                                   "imageID": "", "containerID": f"podrunner://{popen.pid}", "ready": True,
-                                   "restartCount": 0, "started": True,
-                                   "state": {"running": {"startedAt": _iso(started)}}}]})
+            "initContainerStatuses": [_running_status(r.container, r.popen, started) for r in runs if r.popen],
+            "containerStatuses": [_running_status(container, popen, started)]})
         self._patch_job(namespace, name, {"ready": 1})
         threading.Thread(target=self._wait, args=(proc, container), name=f"wait-{pod_name}", daemon=True).start()
+        for sidecar in runs:
+            threading.Thread(target=self._keep_sidecar, args=(proc, sidecar), name=f"sidecar-{pod_name}",
+                             daemon=True).start()
         if proc.memory_limit is not None:
             threading.Thread(target=self._watch_memory, args=(proc,), daemon=True).start()
         if deleted:  # the Job was deleted while we were starting it
@@ -493,49 +547,225 @@ class PodRunner:
             self.not_started[job] = f"{volumes.EVENT_REASON}: {error}"
         self._remove_finalizer(namespace, pod_name)
 
+    def _spawn(self, pod: dict[str, Any], job: dict[str, Any], container: dict[str, Any], env: dict[str, str],
+               pod_volumes: dict[str, Path], kubeconfig: Path | None,
+               started: datetime.datetime) -> tuple[Execution, subprocess.Popen[bytes]]:
+        """One container's process: its own env (resolved from its spec, paths mapped to the host),
+        its mounts, its token if it mounts one, and its UID when it asks for one of its own."""
+        namespace, pod_name = pod["metadata"]["namespace"], pod["metadata"]["name"]
+        mounts = {m["mountPath"].rstrip("/") or "/": pod_volumes[m["name"]]
+                  for m in container.get("volumeMounts") or [] if m["name"] in pod_volumes}
+        workdir = _host_path(container.get("workingDir") or "", mounts) or self._session_dir(job)
+        real = {k: Path(os.path.realpath(v)) for k, v in mounts.items()}
+        env = {k: str(p) if (p := _host_path(v, real)) else v for k, v in env.items()}
+        tmp = real.get("/tmp") or self.scratch / namespace / pod_name / container["name"] / "tmp"
+        tmp.mkdir(parents=True, exist_ok=True)
+        # A real container gets its image's env, not the host's: the few variables that make the
+        # image's python run, then the pod spec's.
+        process_env = {k: os.environ[k] for k in BASE_ENV_KEYS if k in os.environ}
+        process_env.update(HOME=str(workdir), HOSTNAME=pod_name, TMPDIR=str(tmp), PYTHONUNBUFFERED="1",
+                           **self.extra_env)
+        if kubeconfig is not None:
+            process_env["KUBECONFIG"] = str(kubeconfig)
+        process_env.update(env)
+        argv = [*(container.get("command") or []), *(container.get("args") or [])]
+        if not argv:
+            raise ValueError(f"container {container['name']} has no command (image entrypoints are unknown here)")
+        argv = [expand(a, env) for a in argv]
+        user = self._user_of(pod, container)
+        if argv[0] in ("python", "python3"):
+            argv[0] = self._python_for(user[0], user[1]) if user else self.python
+        log_path = self.log_dir / f"{namespace}_{pod_name}{'' if container is pod['spec']['containers'][0] else '_' + container['name']}.log"
+        workdir.mkdir(parents=True, exist_ok=True)
+        execution = Execution(namespace=namespace, job=job["metadata"]["name"], pod=pod_name, argv=argv,
+                              env_names=sorted(env), workdir=workdir, log_path=log_path, started=started,
+                              container=container["name"], user=user[0] if user else None, mounts=mounts,
+                              kubeconfig=kubeconfig)
+        ids: dict[str, Any] = {"user": user[0], "group": user[1], "extra_groups": user[2]} if user else {}
+        with open(log_path, "ab") as log_file:
+            popen = subprocess.Popen(argv, cwd=os.path.realpath(workdir), env=process_env, stdin=subprocess.DEVNULL,
+                                     stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True, **ids)
+        execution.pid = popen.pid
+        self._note(f"pod {namespace}/{pod_name}: container {container['name']} started pid {popen.pid}"
+                   f"{f' as uid {user[0]}' if user else ''}: {' '.join(argv)}")
+        return execution, popen
+
+    def _user_of(self, pod: dict[str, Any], container: dict[str, Any]) -> tuple[int, int, list[int]] | None:
+        """(uid, gid, supplementary groups) for a container that asks for a UID other than the pod's,
+        when the runner is root; None: the runner's own (the pod's UID plays the runner's)."""
+        pod_ctx = pod["spec"].get("securityContext") or {}
+        ctx = container.get("securityContext") or {}
+        uid = ctx.get("runAsUser", pod_ctx.get("runAsUser"))
+        if not self.split_users or uid is None or uid == pod_ctx.get("runAsUser") or uid == 0:
+            return None
+        gid = ctx.get("runAsGroup", pod_ctx.get("runAsGroup", uid))
+        groups = [g for g in [pod_ctx.get("fsGroup"), *(pod_ctx.get("supplementalGroups") or [])] if g is not None]
+        return int(uid), int(gid), [int(g) for g in groups]
+
+    def _python_for(self, uid: int, gid: int) -> str:
+        """An interpreter ``uid`` may run: the runner's, else the system's python3 (the runner's may
+        live under an unreachable home, e.g. pyenv in /root). Such a container gets no site-packages
+        of the runner's: fine for the tools process, which uses the standard library only."""
+        with self._lock:
+            if uid in self._pythons:
+                return self._pythons[uid]
+        for candidate in dict.fromkeys([self.python, shutil.which("python3", path="/usr/local/bin:/usr/bin:/bin")]):
+            with contextlib.suppress(OSError):
+                if candidate and subprocess.run([candidate, "-c", "pass"], user=uid, group=gid, capture_output=True,
+                                                cwd="/", check=False).returncode == 0:
+                    break
+        else:
+            raise RuntimeError(f"no python interpreter that uid {uid} may run (tried {self.python} and python3)")
+        with self._lock:
+            self._pythons[uid] = candidate
+        return candidate
+
+    def _keep_sidecar(self, proc: _Process, sidecar: _Sidecar) -> None:
+        """restartPolicy Always: a sidecar that exits while the main container runs starts again."""
+        while sidecar.popen is not None:
+            code = sidecar.popen.wait()
+            with self._lock:
+                if proc.stopping or proc.done.is_set() or proc.popen.poll() is not None:
+                    return
+            self._note(f"pod {proc.execution.namespace}/{proc.execution.pod}: sidecar "
+                       f"{sidecar.container['name']} exited {code}: restarting it")
+            time.sleep(1.0)  # a kubelet backs off too
+            with self._lock:
+                if proc.stopping or proc.popen.poll() is not None:
+                    return
+            execution, sidecar.popen = sidecar.spawn()
+            with self._changed:
+                proc.execution.sidecars.append(execution)
+
+    def _stop_sidecars(self, proc: _Process) -> None:
+        """After the main container: SIGTERM each sidecar (reverse order), SIGKILL after the grace period."""
+        for sidecar in reversed(proc.sidecars):
+            popen = sidecar.popen
+            if popen is None or popen.poll() is not None:
+                continue
+            for pid in [*_descendants(popen.pid), popen.pid]:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGTERM)
+            try:
+                popen.wait(proc.grace_seconds)
+            except subprocess.TimeoutExpired:
+                for pid in [*_descendants(popen.pid), popen.pid]:
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.kill(pid, signal.SIGKILL)
+                popen.wait()
+            with self._changed:
+                for ex in proc.execution.sidecars:
+                    if ex.pid == popen.pid:
+                        ex.finished, ex.exit_code = _now(), popen.returncode
     def _pod_kubeconfig(self, pod: dict[str, Any]) -> Path:
         """A kubeconfig with a token for the pod's ServiceAccount, bound to the pod (the projected token)."""
         meta, spec = pod["metadata"], pod["spec"]
+        path = self.scratch / meta["namespace"] / meta["name"] / "kubeconfig"
+        if path.exists():  # one token per pod, as one kubelet-projected volume
+            return path
         config = yaml.safe_load(self.kubeconfig.read_text())
         context = next(c for c in config["contexts"] if c["name"] == config["current-context"])["context"]
-        user: dict[str, Any] = {}
-        if spec.get("automountServiceAccountToken") is not False:
-            account = spec.get("serviceAccountName") or "default"
-            issued = self.kube.request(
-                "POST", f"/api/v1/namespaces/{meta['namespace']}/serviceaccounts/{account}/token",
-                body={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
-                      "spec": {"expirationSeconds": TOKEN_SECONDS,
-                               "boundObjectRef": {"kind": "Pod", "apiVersion": "v1", "name": meta["name"],
-                                                  "uid": meta["uid"]}}})
-            user = {"token": issued["status"]["token"]}
+        account = spec.get("serviceAccountName") or "default"
+        issued = self.kube.request(
+            "POST", f"/api/v1/namespaces/{meta['namespace']}/serviceaccounts/{account}/token",
+            body={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                  "spec": {"expirationSeconds": TOKEN_SECONDS,
+                           "boundObjectRef": {"kind": "Pod", "apiVersion": "v1", "name": meta["name"],
+                                              "uid": meta["uid"]}}})
+        user = {"token": issued["status"]["token"]}
         cluster = next(c for c in config["clusters"] if c["name"] == context["cluster"])
         own = {"apiVersion": "v1", "kind": "Config", "clusters": [cluster],
                "users": [{"name": "pod", "user": user}],
                "contexts": [{"name": "pod", "context": {"cluster": cluster["name"], "user": "pod",
                                                         "namespace": meta["namespace"]}}],
                "current-context": "pod"}
-        path = self.scratch / meta["namespace"] / meta["name"] / "kubeconfig"
         path.parent.mkdir(parents=True, exist_ok=True)
+        path.touch(mode=0o600)
         path.write_text(yaml.safe_dump(own))
-        path.chmod(0o600)
         return path
 
-    def _mounts(self, pod: dict[str, Any], container: dict[str, Any], job: dict[str, Any]) -> dict[str, Path]:
-        """mountPath -> host directory, for the container's emptyDir volumes."""
-        volumes = {v["name"]: v for v in pod["spec"].get("volumes") or []}
-        working = container.get("workingDir")
-        mounts: dict[str, Path] = {}
-        for mount in container.get("volumeMounts") or []:
-            volume = volumes.get(mount["name"]) or {}
-            if "emptyDir" not in volume:
-                continue  # only emptyDir volumes exist on this "node"
-            if mount["name"] == "work" or mount["mountPath"] == working:
-                path = self._session_dir(job)
+    def _volumes(self, pod: dict[str, Any], job: dict[str, Any]) -> dict[str, Path]:
+        """Volume name -> host directory, for the pod's emptyDir volumes and projected token volumes.
+
+        A volume a container of another UID mounts is group-shared as with fsGroup (group = the
+        pod's fsGroup, setgid, rwx for owner and group); any other stays the runner's alone (0700).
+        """
+        spec, meta = pod["spec"], pod["metadata"]
+        containers = [*(spec.get("initContainers") or []), *spec["containers"]]
+        others = [c for c in containers if self._user_of(pod, c)]
+        shared = {m["name"] for c in others for m in c.get("volumeMounts") or []}
+        group = (spec.get("securityContext") or {}).get("fsGroup")
+        if group is None and others:
+            group = self._user_of(pod, others[0])[1]  # type: ignore[index]
+        pod_dir = self.node / meta["namespace"] / meta["name"]
+        found: dict[str, Path] = {}
+        for volume in spec.get("volumes") or []:
+            name = volume["name"]
+            if "emptyDir" in volume:
+                path = self._work_volume(job) if name == "work" else pod_dir / name
+            elif _token_volume(volume):
+                path = pod_dir / name
             else:
-                path = self.scratch / pod["metadata"]["namespace"] / pod["metadata"]["name"] / mount["name"]
-            path.mkdir(parents=True, exist_ok=True)
-            mounts[mount["mountPath"].rstrip("/") or "/"] = path
-        return mounts
+                continue  # only emptyDir and token volumes exist on this "node"
+            if path.is_relative_to(self.node):
+                _make_dirs(path, self.node)
+            else:
+                path.mkdir(parents=True, exist_ok=True)
+            if name in shared and group is not None:
+                os.chown(path, -1, group)
+                path.chmod(0o2770)
+            elif self.split_users:
+                path.chmod(0o700)
+            if _token_volume(volume):
+                self._write_token_volume(pod, volume, path)
+            found[name] = self._session_dir(job) if name == "work" else path
+        return found
+
+    def _work_volume(self, job: dict[str, Any]) -> Path:
+        """The session's work directory: ``<workdirs>/<ns>/<session>``, kept across segments. When
+        containers may run as other UIDs it lives in the node directory (reachable by them),
+        ``<workdirs>/<ns>/<session>`` a symlink to it until the runner stops."""
+        visible = self._session_dir(job)
+        if not self.split_users:
+            return visible
+        real = self.node / "work" / visible.relative_to(self.workdirs)
+        if visible.is_symlink():
+            if Path(os.path.realpath(visible)) == real:
+                return real
+            visible.unlink()  # a dangling link of an earlier runner
+        _make_dirs(real, self.node)
+        if visible.is_dir():  # an earlier runner's files: they move along
+            for child in visible.iterdir():
+                shutil.move(str(child), real / child.name)
+            visible.rmdir()
+        visible.parent.mkdir(parents=True, exist_ok=True)
+        visible.symlink_to(real, target_is_directory=True)
+        return real
+
+    def _restore_workdirs(self) -> None:
+        """The work directories come back to ``<workdirs>`` (the node directory goes with the runner)."""
+        root = self.node / "work"
+        if not root.is_dir():
+            return
+        for real in sorted(p for p in root.glob("*/*") if p.is_dir()):
+            visible = self.workdirs / real.relative_to(root)
+            if visible.is_symlink() and Path(os.path.realpath(visible)) == real:
+                visible.unlink()
+                shutil.move(str(real), visible)
+
+    def _write_token_volume(self, pod: dict[str, Any], volume: dict[str, Any], path: Path) -> None:
+        """As the kubelet fills a projected kube-api-access volume: the pod-bound token, the CA, the namespace."""
+        kubeconfig = yaml.safe_load(self._pod_kubeconfig(pod).read_text())
+        files = {"token": kubeconfig["users"][0]["user"]["token"], "namespace": pod["metadata"]["namespace"]}
+        ca = kubeconfig["clusters"][0]["cluster"].get("certificate-authority-data")
+        if ca:
+            files["ca.crt"] = base64.b64decode(ca).decode()
+        for source in volume["projected"].get("sources") or []:
+            if "serviceAccountToken" in source:
+                files[source["serviceAccountToken"].get("path", "token")] = files.pop("token")
+        for name, text in files.items():
+            (path / name).write_text(text)
+            (path / name).chmod(0o600)
 
     def _session_dir(self, job: dict[str, Any]) -> Path:
         meta = job["metadata"]
@@ -551,11 +781,12 @@ class PodRunner:
         return lookup
 
     # Stopping.
-    def _signal(self, proc: _Process, sig: int) -> None:
+    def _signal(self, proc: _Process, sig: int, *, sidecars: bool = False) -> None:
         if proc.done.is_set():
             return
         proc.execution.signals.append(sig)
-        for pid in [*_descendants(proc.popen.pid), proc.popen.pid]:
+        pids = [proc.popen.pid, *(s.popen.pid for s in proc.sidecars if sidecars and s.popen)]
+        for pid in [p for top in pids for p in [*_descendants(top), top]]:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, sig)
 
@@ -595,6 +826,8 @@ class PodRunner:
         reason = "OOMKilled" if proc.oom else ("Completed" if code == 0 else "Error")
         with self._changed:
             ex.exit_code, ex.reason = exit_code, reason
+        # The pod's phase is the main container's; its sidecars stop once it has exited.
+        self._stop_sidecars(proc)
         self._note(f"pod {ex.namespace}/{ex.pod}: exited {exit_code} ({reason})")
         try:
             self._patch_pod(ex.namespace, ex.pod, {
@@ -709,6 +942,34 @@ def _pod_conditions(ready: bool, at: datetime.datetime) -> list[dict[str, Any]]:
             {"type": "Initialized", "status": "True", "lastTransitionTime": stamp},
             {"type": "ContainersReady", "status": value, "lastTransitionTime": stamp},
             {"type": "Ready", "status": value, "lastTransitionTime": stamp}]
+
+
+def _token_volume(volume: dict[str, Any]) -> bool:
+    return any("serviceAccountToken" in source for source in (volume.get("projected") or {}).get("sources") or [])
+
+
+def _gets_token(pod: dict[str, Any], container: dict[str, Any]) -> bool:
+    """A container gets the pod's token when the kubelet automounts it (into every container) or
+    when it mounts a projected serviceAccountToken volume itself."""
+    if pod["spec"].get("automountServiceAccountToken") is not False:
+        return True
+    volumes = {v["name"]: v for v in pod["spec"].get("volumes") or []}
+    return any(_token_volume(volumes.get(m["name"]) or {}) for m in container.get("volumeMounts") or [])
+
+
+def _make_dirs(path: Path, top: Path) -> None:
+    """``path`` and its parents below ``top``: parents traversable by any UID, not listable."""
+    path.mkdir(parents=True, exist_ok=True)
+    for parent in path.relative_to(top).parents:
+        if parent != Path("."):
+            (top / parent).chmod(0o711)
+
+
+def _running_status(container: dict[str, Any], popen: subprocess.Popen[bytes],
+                    started: datetime.datetime) -> dict[str, Any]:
+    return {"name": container["name"], "image": container.get("image", ""), "imageID": "",
+            "containerID": f"podrunner://{popen.pid}", "ready": True, "restartCount": 0, "started": True,
+            "state": {"running": {"startedAt": _iso(started)}}}
 
 
 def _host_path(value: str, mounts: dict[str, Path]) -> Path | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -17,7 +18,7 @@ from sessionops.kube import load_api_client
 from sessionops.worker.k8s import WorkerKube
 from tests.cluster import FaithfulCluster
 from tests.podrunner import PodRunner
-from tests.podrunner.runner import FINALIZER
+from tests.podrunner.runner import BASE_ENV_KEYS, FINALIZER
 from tests.podrunner.threaded import threaded_cluster
 
 NS = "jobs"
@@ -268,3 +269,61 @@ def test_a_job_whose_service_account_does_not_exist_gets_no_pod(kube: WorkerKube
     with pytest.raises(RuntimeError, match='error looking up service account jobs/ghost'):
         runner.wait_execution("nobody", timeout=15)
     assert pods(kube) == []
+
+
+SIDECAR = """
+import json, os, signal, sys, time
+from pathlib import Path
+signal.signal(signal.SIGTERM, lambda *a: (Path(os.environ["SHARED"], "sidecar-stopped").write_text("yes"), sys.exit(0)))
+Path(os.environ["SHARED"], "sidecar.json").write_text(json.dumps({"uid": os.getuid(), "groups": os.getgroups(),
+                                                                  "env": sorted(os.environ)}))
+while True:
+    time.sleep(0.05)
+"""
+
+MAIN = """
+import json, os, time
+from pathlib import Path
+shared = Path(os.environ["SHARED"])
+while not (shared / "sidecar.json").exists():
+    time.sleep(0.05)
+print(json.dumps({"uid": os.getuid(), "kubeconfig": "KUBECONFIG" in os.environ,
+                  "token": (Path(os.environ["TOKEN_DIR"]) / "token").is_file()}))
+"""
+
+
+def test_a_native_sidecar_runs_first_apart_and_stops_after_the_main_container(
+        kube: WorkerKube, runner: PodRunner) -> None:
+    body = job("split", MAIN, env=[{"name": "SHARED", "value": "/shared"},
+                                   {"name": "TOKEN_DIR", "value": "/var/run/secrets/kubernetes.io/serviceaccount"}])
+    spec = body["spec"]["template"]["spec"]
+    spec.update(automountServiceAccountToken=False,
+                securityContext={"runAsUser": 65532, "fsGroup": 65532})
+    spec["containers"][0]["volumeMounts"] += [
+        {"name": "shared", "mountPath": "/shared"},
+        {"name": "token", "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}]
+    spec["volumes"] += [{"name": "shared", "emptyDir": {}}, {"name": "token", "projected": {"sources": [
+        {"serviceAccountToken": {"path": "token"}}]}}]
+    spec["initContainers"] = [{
+        "name": "tools", "image": "example/tools:1", "restartPolicy": "Always", "command": ["python", "-c", SIDECAR],
+        "env": [{"name": "SHARED", "value": "/shared"}], "securityContext": {"runAsUser": 65533, "runAsGroup": 65533},
+        "volumeMounts": [{"name": "shared", "mountPath": "/shared"}]}]
+    create(kube, body)
+    execution = runner.wait_execution("split")
+    assert execution.exit_code == 0, execution.output()
+    main = json.loads(execution.output().strip().splitlines()[-1])
+    assert main == {"uid": os.getuid(), "kubeconfig": True, "token": True}
+    [sidecar] = execution.sidecars
+    assert sidecar.container == "tools" and sidecar.kubeconfig is None and sidecar.exit_code == 0
+    shared = execution.mounts["/shared"]
+    seen = json.loads((shared / "sidecar.json").read_text())
+    assert (shared / "sidecar-stopped").read_text() == "yes"  # SIGTERM once the main container had exited
+    # Only its own spec's env and the image stand-ins: nothing of the runner's, no KUBECONFIG.
+    assert "KUBECONFIG" not in seen["env"] and "SHARED" in seen["env"]
+    assert set(seen["env"]) <= {"SHARED", "HOME", "HOSTNAME", "TMPDIR", "PYTHONUNBUFFERED", *BASE_ENV_KEYS, "LC_CTYPE"}
+    if os.geteuid() == 0:
+        assert sidecar.user == seen["uid"] == 65533 and 65532 in seen["groups"]
+        assert (shared.stat().st_gid, shared.stat().st_mode & 0o7777) == (65532, 0o2770)
+    else:  # not root: every container runs as the runner (documented in the runner)
+        assert sidecar.user is None and seen["uid"] == os.getuid()
+    assert wait(lambda: finished(kube, "split"))["status"]["succeeded"] == 1

@@ -26,7 +26,7 @@ from tests.agent.scripted import ScriptedChatModel
 
 NOW = datetime.datetime(2026, 1, 1, 12, 0, 0, tzinfo=datetime.UTC)
 ENV = {"SESSIONOPS_NAMESPACE": "team-a", "SESSIONOPS_RUN": "s1-t1", "SESSIONOPS_SEGMENT": "2",
-       "SESSIONOPS_SEGMENT_KIND": "Retry", "SESSIONOPS_WORKDIR": "/work",
+       "SESSIONOPS_SEGMENT_KIND": "Retry", "SESSIONOPS_TOOLS_SOCKET": "/run/sessionops-tools/tools.sock",
        "SESSIONOPS_MODEL_NAME": "replay/hello", "SESSIONOPS_MODEL_PROVIDER": "replay",
        "SESSIONOPS_MODEL_ID": "hello", "SESSIONOPS_MODEL_ENDPOINT": "http://replay/v1", "HOSTNAME": "s1-t1-2-abcde"}
 DSN = "postgresql://worker:db-password@db/x"

@@ -108,6 +108,9 @@ app.kubernetes.io/component: {{ .component }}
 {{- $images := .Values.worker.allowedImages -}}
 {{- if not $images -}}
 {{- $images = list (include "sessionops.workerImage" .) -}}
+{{- with .Values.worker.toolsImage -}}
+{{- $images = append $images . -}}
+{{- end -}}
 {{- end -}}
 {{- toJson (uniq $images) -}}
 {{- end -}}

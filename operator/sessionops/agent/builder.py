@@ -33,7 +33,7 @@ from sessionops.agent.access import ToolAccessMiddleware, ToolFilter
 from sessionops.agent.approval import ApprovalMiddleware
 from sessionops.agent.limits import StepLimitMiddleware, ToolResultLimitMiddleware
 from sessionops.agent.steering import SteeringMiddleware
-from sessionops.agent.tools import allowed_skills, builtin_tools
+from sessionops.agent.tools import Toolbox, allowed_skills, builtin_tools
 from sessionops.api.common import ApprovalMode
 from sessionops.api.snapshot import BUILTIN_TOOLS, ContextSnapshot, Summarization
 
@@ -164,22 +164,23 @@ def build_agent(
     snapshot: ContextSnapshot,
     *,
     model: BaseChatModel,
-    workdir: Path,
+    workdir: Path | None = None,
     checkpointer: Any,
     skills: Mapping[str, str] | None = None,
     extra_tools: Sequence[BaseTool] = (),
     steering: SteeringMiddleware | None = None,
     tool_filter: ToolFilter | None = None,
-    shell_env: Mapping[str, str] | None = None,
+    toolbox: Toolbox | None = None,
 ) -> CompiledStateGraph:
     """The compiled agent graph of a turn.
 
     Run it with ``config={"configurable": {"thread_id": <session uid>}}`` and
     ``durability="sync"``. ``extra_tools`` is the extension point for ``delegate`` and
     MCP tools; ``tool_filter`` decides per tool name, at each call, whether the sender
-    may use it now. ``run_shell`` sees only PATH/LANG/LC_ALL/TZ plus ``shell_env``.
+    may use it now. The workspace and shell tools run in ``toolbox`` (the worker's tools
+    process), or in this process on ``workdir`` without one.
     """
-    tools = builtin_tools(workdir, skills=skills, skill_selection=snapshot.skills, shell_env=shell_env)
+    tools = builtin_tools(workdir, toolbox=toolbox, skills=skills, skill_selection=snapshot.skills)
     tools += list(extra_tools)
     return compile_agent(
         snapshot, model=model, tools=select_tools(snapshot, tools), checkpointer=checkpointer,

@@ -27,6 +27,15 @@ class WorkerSettings(ApiModel):
     env: list[dict[str, Any]] = Field(
         default_factory=list, description="Extra environment variables of the worker container.",
         json_schema_extra={"items": {"type": "object", **PRESERVE}})
+    tools_image: str | None = Field(
+        default=None, description="Image of the tools container; defaults to the operator config's toolsImage.")
+    tools_resources: dict[str, Any] | None = Field(
+        default=None, description="Resources (requests/limits) of the tools container, as in a Pod spec.",
+        json_schema_extra=PRESERVE)
+    command_timeout_seconds: int | None = Field(
+        default=None, ge=1, le=3600,
+        description="Upper bound of run_shell's timeout for this Agent; the operator config's "
+                    "maxCommandTimeoutSeconds caps it.")
 
 
 class AgentSpec(ApiModel):

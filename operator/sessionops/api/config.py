@@ -9,12 +9,12 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 import json
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
 from sessionops.api.common import ApiModel, ApprovalMode
-from sessionops.api.snapshot import Summarization
+from sessionops.api.snapshot import PRESERVE, Summarization
 from sessionops.api.transcript import TOOL_RESULT_MAX
 
 
@@ -76,14 +76,27 @@ class WorkerConfig(ApiModel):
         default=-1, ge=-1,
         description="CONNECTION LIMIT of each namespace's role (-1: none). A worker holds two connections "
                     "at most (checkpoints, then retention), so 2 x concurrent turns of the namespace.")
+    tools_image: str | None = Field(
+        default=None, description="Image of the tools container (read_file, write_file, list_files, run_shell run "
+                                  "there, apart from the worker's credentials); default: the worker image.")
+    tools_resources: dict[str, Any] | None = Field(
+        default=None, description="Resources (requests/limits) of the tools container, as in a Pod spec; an Agent's "
+                                  "spec.worker.toolsResources replaces them.",
+        json_schema_extra=PRESERVE)
+    max_command_timeout_seconds: int = Field(
+        default=3600, ge=1, le=3600,
+        description="Upper bound of run_shell's timeout, enforced by the tools process; an Agent may lower it "
+                    "(spec.worker.commandTimeoutSeconds), never raise it.")
     allowed_images: list[str] | None = Field(
         default=None,
         description="Images an Agent's spec.worker.image may name (glob patterns, e.g. registry.corp/agents/*). "
-                    "Default: the worker image only. Checked at Agent admission and again before each Job.")
+                    "Default: the worker and tools images only. Checked at Agent admission and again before each Job.")
 
     def image_patterns(self) -> list[str]:
         """The allow-list: explicit patterns, else the images this configuration itself runs."""
-        return list(self.allowed_images) if self.allowed_images is not None else [self.image]
+        if self.allowed_images is not None:
+            return list(self.allowed_images)
+        return [self.image] + ([self.tools_image] if self.tools_image and self.tools_image != self.image else [])
 
 
 class McpEgress(ApiModel):

@@ -17,6 +17,17 @@ MODEL_KEY_FILE = f"{SECRETS_DIR}/model/api-key"
 DATABASE_DSN_FILE = f"{SECRETS_DIR}/database/dsn"
 SECRET_FILE_MODE = 0o400
 """Owner-read only; the kubelet adds the pod's fsGroup as group reader (``0440``)."""
+TOOLS_SOCKET_DIR = "/run/sessionops-tools"
+TOOLS_SOCKET = f"{TOOLS_SOCKET_DIR}/tools.sock"
+WORKER_UID = 65532
+TOOLS_UID = 65533
+"""The tools container's own user: it shares the work and socket volumes with the worker
+through the pod's fsGroup (the worker's group), nothing else."""
+SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+TOKEN_SECONDS = 3607
+"""Lifetime of the worker's projected token (the kubelet's default); the kubelet renews it."""
+_RESTRICTED = {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True, "runAsNonRoot": True,
+               "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}}
 
 
 def _env(name: str, value: Any) -> dict[str, Any]:
@@ -61,6 +72,44 @@ def model_env(entry: ModelEntry) -> list[dict[str, Any]]:
     return env
 
 
+def command_timeout(config: OperatorConfig, worker: WorkerSettings) -> int:
+    """run_shell's upper bound: the Agent's, capped by the operator's (an Agent may only lower it)."""
+    limit = config.worker.max_command_timeout_seconds
+    return min(worker.command_timeout_seconds or limit, limit)
+
+
+def tools_container(config: OperatorConfig, worker: WorkerSettings) -> dict[str, Any]:
+    """The tools process (``sessionops.toolbox``): the workspace, a socket, its own UID; no
+    Secret, no token, no environment but its own."""
+    container: dict[str, Any] = {
+        "name": "tools",
+        "image": worker.tools_image or config.worker.tools_image or worker.image or config.worker.image,
+        "restartPolicy": "Always",
+        "command": ["python", "-m", "sessionops.toolbox"],
+        "env": [_env("SESSIONOPS_WORKDIR", WORKDIR), _env("SESSIONOPS_TOOLS_SOCKET", TOOLS_SOCKET),
+                _env("SESSIONOPS_TOOLS_MAX_TIMEOUT_SECONDS", command_timeout(config, worker)),
+                _env("HOME", WORKDIR)],
+        "workingDir": WORKDIR,
+        "volumeMounts": [{"name": "work", "mountPath": WORKDIR}, {"name": "tools-tmp", "mountPath": "/tmp"},
+                         {"name": "tools-socket", "mountPath": TOOLS_SOCKET_DIR}],
+        "securityContext": {**_RESTRICTED, "runAsUser": TOOLS_UID, "runAsGroup": TOOLS_UID},
+    }
+    resources = worker.tools_resources or config.worker.tools_resources
+    if resources:
+        container["resources"] = resources
+    return container
+
+
+def kube_api_access() -> dict[str, Any]:
+    """The projected volume a kubelet would automount (token, cluster CA, namespace), mounted
+    by the worker container alone."""
+    return {"name": "kube-api-access", "projected": {"defaultMode": 0o444, "sources": [
+        {"serviceAccountToken": {"path": "token", "expirationSeconds": TOKEN_SECONDS}},
+        {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+        {"downwardAPI": {"items": [{"path": "namespace",
+                                    "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}}]}}]}}
+
+
 def job_body(run: dict[str, Any], segment: int, kind: str, *, config: OperatorConfig,
              worker: WorkerSettings | None, resume_input: str | None = None) -> dict[str, Any]:
     meta = run["metadata"]
@@ -75,7 +124,7 @@ def job_body(run: dict[str, Any], segment: int, kind: str, *, config: OperatorCo
     env = [
         {"name": "SESSIONOPS_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
         _env("SESSIONOPS_RUN", meta["name"]), _env("SESSIONOPS_SEGMENT", segment),
-        _env("SESSIONOPS_SEGMENT_KIND", kind), _env("SESSIONOPS_WORKDIR", WORKDIR),
+        _env("SESSIONOPS_SEGMENT_KIND", kind), _env("SESSIONOPS_TOOLS_SOCKET", TOOLS_SOCKET),
         _env("SESSIONOPS_LEASE_SECONDS", config.worker.lease_duration_seconds),
         _env("SESSIONOPS_CHECKPOINT_RETENTION", config.checkpoint_retention),
         _env("SESSIONOPS_TRANSCRIPT_TOOL_RESULT_CHARS", config.transcript_tool_result_chars),
@@ -90,22 +139,32 @@ def job_body(run: dict[str, Any], segment: int, kind: str, *, config: OperatorCo
         "image": worker.image or config.worker.image,
         "command": ["python", "-m", "sessionops.worker"],
         "env": env,
-        "workingDir": WORKDIR,
-        "volumeMounts": [{"name": "work", "mountPath": WORKDIR}, {"name": "tmp", "mountPath": "/tmp"},
+        # Not the workspace: the tools write there, and `python -m` imports from its working directory.
+        "workingDir": "/tmp",
+        "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"},
+                         {"name": "tools-socket", "mountPath": TOOLS_SOCKET_DIR},
+                         {"name": "kube-api-access", "mountPath": SERVICE_ACCOUNT_DIR, "readOnly": True},
                          *credential_mounts],
-        "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
-                            "runAsNonRoot": True, "capabilities": {"drop": ["ALL"]},
-                            "seccompProfile": {"type": "RuntimeDefault"}},
+        "securityContext": dict(_RESTRICTED),
     }
     if worker.resources:
         container["resources"] = worker.resources
     pod_spec: dict[str, Any] = {
         "restartPolicy": "Never",
         "serviceAccountName": worker.service_account_name or config.worker.service_account_name,
-        "securityContext": {"runAsNonRoot": True, "runAsUser": 65532, "fsGroup": 65532,
+        # Only the worker container mounts the token (kube-api-access): the tools get none.
+        "automountServiceAccountToken": False,
+        # Service links would put every Service's address into the tools' environment too.
+        "enableServiceLinks": False,
+        "securityContext": {"runAsNonRoot": True, "runAsUser": WORKER_UID, "fsGroup": WORKER_UID,
                             "seccompProfile": {"type": "RuntimeDefault"}},
+        # A native sidecar: started (and stopped) around the worker, so the Job ends with the worker.
+        "initContainers": [tools_container(config, worker)],
         "containers": [container],
-        "volumes": [{"name": "work", "emptyDir": {}}, {"name": "tmp", "emptyDir": {}}, *credential_vols],
+        "volumes": [
+            {"name": "work", "emptyDir": {}}, {"name": "tmp", "emptyDir": {}}, {"name": "tools-tmp", "emptyDir": {}},
+            {"name": "tools-socket", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}},
+            kube_api_access(), *credential_vols],
     }
     if worker.node_selector:
         pod_spec["nodeSelector"] = worker.node_selector

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from sessionops.api.config import McpEgress
 from sessionops.api.run import SegmentKind
 from sessionops.api.transcript import TOOL_RESULT_MAX
+from sessionops.toolbox.protocol import SOCKET_PATH
 
 
 class EnvError(ValueError):
@@ -62,7 +63,6 @@ class WorkerEnv:
     run: str
     segment: int
     kind: SegmentKind
-    workdir: Path
     database_url: str = dataclasses.field(repr=False)
     """PostgreSQL DSN of the checkpoints; may carry a password, never logged."""
     model: ModelEnv | None
@@ -83,6 +83,10 @@ class WorkerEnv:
     """Characters of a tool result kept in the transcript (``transcriptToolResultChars``)."""
     mcp_egress: McpEgress = dataclasses.field(default_factory=McpEgress)
     """The operator config's ``mcpEgress`` (``SESSIONOPS_MCP_EGRESS``, JSON): where MCP servers may be reached."""
+    tools_socket: Path = Path(SOCKET_PATH)
+    """The tools process's Unix socket (the pod's other container, ``sessionops.toolbox``)."""
+    tools_wait_seconds: float = 60.0
+    """How long the worker waits for the tools process to answer before exiting non-zero."""
 
     @property
     def segment_name(self) -> str:
@@ -147,7 +151,6 @@ class WorkerEnv:
             run=required("SESSIONOPS_RUN"),
             segment=int(number("SESSIONOPS_SEGMENT", None) or required("SESSIONOPS_SEGMENT")),
             kind=kind,
-            workdir=Path(required("SESSIONOPS_WORKDIR")),
             database_url=read_secret_file("SESSIONOPS_DATABASE_URL_FILE", required("SESSIONOPS_DATABASE_URL_FILE")),
             model=model,
             resume_input=resume,
@@ -157,4 +160,6 @@ class WorkerEnv:
             checkpoint_retention=retention,
             transcript_tool_result_chars=result_chars,
             mcp_egress=egress,
+            tools_socket=Path(required("SESSIONOPS_TOOLS_SOCKET")),
+            tools_wait_seconds=float(number("SESSIONOPS_TOOLS_WAIT_SECONDS", 60.0, float) or 0),
         )

@@ -13,7 +13,8 @@ Exit codes: 0 when a verdict was written (Failed included) or nothing was to be 
 non-zero on infrastructure trouble, so the operator retries from the checkpoint:
 ``EXIT_ERROR`` (unexpected: API server, database, a bug), ``EXIT_CONFIG`` (the Job's
 environment is broken), ``EXIT_LEASE_BUSY`` (another live writer kept the Lease),
-``EXIT_LEASE_LOST`` (the Lease was lost mid-turn), ``EXIT_TERMINATED`` (SIGTERM).
+``EXIT_LEASE_LOST`` (the Lease was lost mid-turn), ``EXIT_TOOLS_UNAVAILABLE`` (the tools
+process of the pod's other container never answered), ``EXIT_TERMINATED`` (SIGTERM).
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ import sys
 import threading
 import urllib.parse
 from collections.abc import Callable
-from pathlib import Path
 from types import FrameType
 from typing import Any, NoReturn
 
@@ -54,6 +54,7 @@ from sessionops.agent.waitpoints import (
 )
 from sessionops.api.run import RunPhase, SegmentKind, Usage, WaitpointKind
 from sessionops.api.snapshot import ContextSnapshot
+from sessionops.toolbox.client import ToolboxClient, ToolboxUnavailable
 from sessionops.worker import outcome, plan, thread, transcript
 from sessionops.worker.access import Access, agent_check, subjects_of
 from sessionops.worker.delegation import Dispatcher
@@ -73,6 +74,7 @@ EXIT_ERROR = 1
 EXIT_CONFIG = 2
 EXIT_LEASE_BUSY = 3
 EXIT_LEASE_LOST = 4
+EXIT_TOOLS_UNAVAILABLE = 5
 EXIT_TERMINATED = 143
 
 
@@ -154,7 +156,10 @@ class Segment:
             return self._report(outcome.failed(outcome.MODEL_UNAVAILABLE, str(e)))
 
         skills = self._skills(snapshot, access)
-        env.workdir.mkdir(parents=True, exist_ok=True)
+        # The workspace and shell tools run in the tools process (the pod's other container,
+        # without the worker's credentials); it must answer before the turn may call them.
+        toolbox = ToolboxClient(env.tools_socket)
+        toolbox.wait_ready(env.tools_wait_seconds)
         delivery = SteerDelivery(self.kube, env.namespace, session["metadata"]["name"], env.run,
                                  run["spec"]["inputs"])
         steering = SteeringMiddleware(fetch_steers=delivery.fetch, on_delivered=delivery.confirm)
@@ -178,7 +183,7 @@ class Segment:
             self.publisher = Publisher(self.kube, run, env.segment_name,
                                        now=self._step_time).start()
             dispatcher = Dispatcher(self.kube, env.namespace, env.run, snapshot, access, status.get("children") or [])
-            graph = build_agent(snapshot, model=model, workdir=Path(env.workdir), checkpointer=saver,
+            graph = build_agent(snapshot, model=model, toolbox=toolbox, checkpointer=saver,
                                 skills=skills, extra_tools=[*mcp_tools, delegate_tool(dispatcher.dispatch)],
                                 steering=steering, tool_filter=access.tool_filter)
             config = thread.run_config(thread_id, env.run, env.segment_name, snapshot.max_execution_steps)
@@ -381,6 +386,9 @@ def main() -> NoReturn:
     except LeaseUnavailable as e:
         logger.error("run %s segment %s: %s", env.run, env.segment_name, e)
         code = EXIT_LEASE_BUSY
+    except ToolboxUnavailable as e:
+        logger.error("run %s segment %s: %s; the operator retries from the checkpoint", env.run, env.segment_name, e)
+        code = EXIT_TOOLS_UNAVAILABLE
     except Exception:
         logger.exception("run %s segment %s: failed; the operator retries from the checkpoint",
                          env.run, env.segment_name)

@@ -1,0 +1,5 @@
+"""``python -m sessionops.toolbox``: the tools process (see ``server``)."""
+
+from sessionops.toolbox.server import main
+
+main()

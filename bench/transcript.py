@@ -32,6 +32,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench import apiwrites  # noqa: E402
 from bench.worker import NS, _create, _env  # noqa: E402
 from sessionops import checkpoints  # noqa: E402
 from sessionops.api.config import OperatorConfig  # noqa: E402
@@ -79,7 +80,7 @@ def main() -> int:
     dsn = server_url(database)
     try:
         checkpoints.setup(dsn)
-        with running_replay_server(dirs=[tmp]) as replay, threaded_cluster(tmp / "kubeconfig", bookmark_interval=0.2):
+        with running_replay_server(dirs=[tmp]) as replay, threaded_cluster(tmp / "kubeconfig", bookmark_interval=0.2) as cluster:
             kube = WorkerKube(load_api_client(str(tmp / "kubeconfig")))
             for crd in sorted((ROOT / "crds").glob("*.yaml")):
                 kube.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
@@ -118,10 +119,13 @@ def main() -> int:
             env = _env(kube, job, work, tmp / "kubeconfig")
             if "PYTHONPATH" in os.environ:  # the worker of this checkout, not the installed one
                 env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+            log = apiwrites.record(cluster)
+            start = len(log)
             t0 = time.time()
             proc = subprocess.run([sys.executable, "-m", "sessionops.worker"], env=env, cwd=work,
                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False)
             turn_seconds = time.time() - t0
+            written = apiwrites.writes(log, start)
             time.sleep(1.5)
             stop.set()
             status = kube.get("agentruns", NS, "s0-t1")["status"]
@@ -143,6 +147,11 @@ def main() -> int:
         "phase": phase, "steps": len(steps), "writes": len(events),
         "writes_per_step": round(len(events) / max(1, len(steps)), 3),
         "writes_per_second": round(len(events) / turn_seconds, 2), "turn_seconds": round(turn_seconds, 2),
+        "api_writes_per_step": {"transcript": round(written["transcript_writes"] / max(1, len(steps)), 3),
+                                "other": round(written["other_writes"] / max(1, len(steps)), 3),
+                                "other_by_kind": written["other_writes_by_kind"]},
+        "min_transcript_write_gap_seconds": written["min_transcript_write_gap_seconds"],
+        "coalesced_250ms": apiwrites.coalesced(written),
         "delay_seconds": {"p50": p(0.5), "p99": p(0.99), "max": round(delays[-1], 3) if delays else None,
                           "mean": round(statistics.mean(delays), 3) if delays else None},
         "target": {"p99_seconds": TARGET_P99_SECONDS, "met": bool(delays) and p(0.99) <= TARGET_P99_SECONDS},

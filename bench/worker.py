@@ -5,7 +5,10 @@ session), exactly as a pod would (the env comes from ``jobs.job_body`` resolved 
 kubelet does), against the test cluster, PostgreSQL and the replay model over HTTP. The
 latency is measured from just before the process is spawned to the replay server's
 record of the first chat-completions request; peak RSS is the child's ``ru_maxrss``.
-Also reported: the import time of the worker's modules alone (a floor for the latency).
+Also reported: the import time of the worker's modules alone (a floor for the latency), and
+the worker's API writes per transcript step, the transcript's apart from the others
+(status, Lease, inputs), with the shortest gap between two transcript writes of a run
+(coalescing: at most one write per 250 ms per run).
 Targets: <= 1.5 s to the first request, <= 250 MB peak RSS.
 
     python bench/worker.py [--runs 5]      # DATABASE_URL selects the PostgreSQL server
@@ -30,6 +33,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench import apiwrites  # noqa: E402
 from sessionops import checkpoints  # noqa: E402
 from sessionops.api.config import OperatorConfig  # noqa: E402
 from sessionops.api.snapshot import ContextSnapshot, SnapshotSource  # noqa: E402
@@ -86,6 +90,16 @@ def _import_seconds() -> float:
     return time.perf_counter() - start
 
 
+def _per_step(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The worker's writes per transcript step over all runs, transcripts apart from the rest."""
+    steps = max(1, sum(r["transcript_steps"] for r in runs))
+    gaps = [r["min_transcript_write_gap_seconds"] for r in runs if r["min_transcript_write_gap_seconds"] is not None]
+    least = {"min_transcript_write_gap_seconds": min(gaps) if gaps else None}
+    return {"steps": steps, "transcript": round(sum(r["transcript_writes"] for r in runs) / steps, 3),
+            "other": round(sum(r["other_writes"] for r in runs) / steps, 3), **least,
+            "coalesced_250ms": apiwrites.coalesced(least)}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
@@ -97,7 +111,7 @@ def main() -> int:
     try:
         checkpoints.setup(dsn)  # the operator's job, once
         with running_replay_server(dirs=[ROOT / "examples" / "replay"]) as replay, \
-                threaded_cluster(tmp / "kubeconfig", bookmark_interval=0.2):
+                threaded_cluster(tmp / "kubeconfig", bookmark_interval=0.2) as cluster:
             kube = WorkerKube(load_api_client(str(tmp / "kubeconfig")))
             for crd in sorted((ROOT / "crds").glob("*.yaml")):
                 kube.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
@@ -108,11 +122,13 @@ def main() -> int:
             _create(kube, "agents", {"kind": "Agent", "metadata": {"name": "helper"}, "spec": {"systemPrompt": "b"}})
             config = OperatorConfig.model_validate({"defaults": {"model": "replay/hello"}, "models": [
                 {"name": "replay/hello", "provider": "replay", "model": "hello", "endpoint": f"{replay.url}/v1"}]})
+            log = apiwrites.record(cluster)
             for i in range(args.runs):
                 job = _turn(kube, config, i)
                 env = _env(kube, job, tmp / f"work-{i}", tmp / "kubeconfig")
                 (tmp / f"work-{i}").mkdir()
                 replay.records.clear()
+                start = len(log)
                 started = datetime.datetime.now(datetime.UTC)
                 t0 = time.perf_counter()
                 proc = subprocess.Popen([sys.executable, "-m", "sessionops.worker"], env=env, cwd=tmp / f"work-{i}",
@@ -122,9 +138,12 @@ def main() -> int:
                 proc.returncode = os.waitstatus_to_exitcode(status)
                 first = datetime.datetime.fromisoformat(replay.records[0]["timestamp"]) if replay.records else None
                 phase = kube.get("agentruns", NS, f"s{i}-t1")["status"]["phase"]
+                written = apiwrites.writes(log, start)
+                steps = sum(len(c["spec"].get("steps") or []) for c in kube.list_transcripts(NS, f"s{i}-t1"))
                 runs.append({"run": i, "exit_code": proc.returncode, "phase": phase,
                              "first_request_seconds": round((first - started).total_seconds(), 3) if first else None,
-                             "process_seconds": round(total, 3), "peak_rss_mb": round(usage.ru_maxrss / 1024, 1)})
+                             "process_seconds": round(total, 3), "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
+                             "transcript_steps": steps, **written})
                 if proc.returncode != 0 and proc.stderr is not None:
                     print(proc.stderr.read().decode()[-2000:], file=sys.stderr)
             kube.close()
@@ -139,6 +158,7 @@ def main() -> int:
                                   "max": max(latencies)} if latencies else None,
         "peak_rss_mb": {"min": min(rss), "median": statistics.median(rss), "max": max(rss)},
         "import_only_seconds": round(_import_seconds(), 3),
+        "api_writes_per_step": _per_step(runs),
         "targets": {"first_request_seconds": TARGET_SECONDS, "peak_rss_mb": TARGET_MB},
         "met": {"first_request_seconds": bool(latencies) and statistics.median(latencies) <= TARGET_SECONDS,
                 "peak_rss_mb": max(rss) <= TARGET_MB},

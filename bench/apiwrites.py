@@ -32,8 +32,12 @@ def record(cluster: Any) -> RequestLog:
     return log
 
 
+def _method(req: Any) -> str:
+    return str(getattr(req.method, "value", req.method)).upper()
+
+
 def _kind(req: Any) -> str:
-    return f"{req.method} {req.resource.plural}{'/' + req.subresource if req.subresource else ''}"
+    return f"{_method(req)} {req.resource.plural}{'/' + req.subresource if req.subresource else ''}"
 
 
 def _run_of(req: Any) -> str | None:
@@ -48,7 +52,7 @@ def writes(log: RequestLog, start: int = 0) -> dict[str, Any]:
     transcripts = 0
     by_run: dict[str, list[float]] = collections.defaultdict(list)
     for req, at in zip(log[start:], log.times[start:], strict=True):
-        if req.method not in WRITES or req.resource is None:
+        if _method(req) not in WRITES or req.resource is None:
             continue
         if req.resource.plural == TRANSCRIPTS and not req.subresource:
             transcripts += 1

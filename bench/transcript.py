@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench import apiwrites  # noqa: E402
-from bench.worker import NS, _create, _env  # noqa: E402
+from bench.worker import NS, _create, _env, grant_submitter  # noqa: E402
 from sessionops import checkpoints  # noqa: E402
 from sessionops.api.config import OperatorConfig  # noqa: E402
 from sessionops.api.snapshot import ContextSnapshot, SnapshotSource  # noqa: E402
@@ -89,6 +89,7 @@ def main() -> int:
             kube.request("POST", f"/api/v1/namespaces/{NS}/secrets",
                          body={"metadata": {"name": "sessionops-database"}, "stringData": {"url": dsn}})
             _create(kube, "agents", {"kind": "Agent", "metadata": {"name": "helper"}, "spec": {"systemPrompt": "b"}})
+            grant_submitter(kube)
             model = f"replay/{scenario}"
             config = OperatorConfig.model_validate({"defaults": {"model": model}, "models": [
                 {"name": model, "provider": "replay", "model": scenario, "endpoint": f"{replay.url}/v1"}]})

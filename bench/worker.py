@@ -57,6 +57,19 @@ def _create(kube: WorkerKube, plural: str, body: dict[str, Any]) -> dict[str, An
     return kube.request("POST", f"{CUSTOM}/namespaces/{NS}/{plural}", body=body)
 
 
+def grant_submitter(kube: WorkerKube) -> None:
+    """The turns' submitter ("bench") may use the Agent and its tools, as the worker checks
+    (SubjectAccessReview) before any model call; the test cluster enforces RBAC."""
+    rules = [{"apiGroups": ["sessionops.dev"], "resources": ["agents"], "verbs": ["get"]},
+             {"apiGroups": ["sessionops.dev"], "resources": ["tools", "skills", "mcpservers"], "verbs": ["use"]}]
+    rbac = "/apis/rbac.authorization.k8s.io/v1"
+    kube.request("POST", f"{rbac}/namespaces/{NS}/roles", body={"metadata": {"name": "bench"}, "rules": rules})
+    kube.request("POST", f"{rbac}/namespaces/{NS}/rolebindings", body={
+        "metadata": {"name": "bench"}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                                                   "name": "bench"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "bench"}]})
+
+
 def _turn(kube: WorkerKube, config: OperatorConfig, i: int) -> dict[str, Any]:
     snapshot = ContextSnapshot(system_prompt="bench", model="replay/hello", approval_mode="Default",
                                source=SnapshotSource(agent_name="helper")).dump()
@@ -120,6 +133,7 @@ def main() -> int:
             kube.request("POST", f"/api/v1/namespaces/{NS}/secrets",
                          body={"metadata": {"name": "sessionops-database"}, "stringData": {"url": dsn}})
             _create(kube, "agents", {"kind": "Agent", "metadata": {"name": "helper"}, "spec": {"systemPrompt": "b"}})
+            grant_submitter(kube)
             config = OperatorConfig.model_validate({"defaults": {"model": "replay/hello"}, "models": [
                 {"name": "replay/hello", "provider": "replay", "model": "hello", "endpoint": f"{replay.url}/v1"}]})
             log = apiwrites.record(cluster)

@@ -40,7 +40,8 @@ def pct(values: list[float], q: float) -> float:
 
 async def main(sessions: int, workers: bool = False) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
-        async with running_stack(Path(tmp), pod_runner=workers) as (stack, cluster), aiohttp.ClientSession() as http:
+        async with running_stack(Path(tmp), pod_runner=workers) as (stack, cluster), aiohttp.ClientSession(
+                headers=cluster.admin_headers, connector=aiohttp.TCPConnector(ssl=cluster.client_ssl())) as http:
             await stack.apply(m.agent("bench"))
             for i in range(sessions):
                 async with http.post(cluster.api_url + API + "/agentsessions", json=m.session(f"s{i}", "bench")) as r:

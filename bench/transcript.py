@@ -32,8 +32,9 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench import apiwrites  # noqa: E402
 from bench.sidecar import start_tools  # noqa: E402
-from bench.worker import NS, _create, _database_secret, _env  # noqa: E402
+from bench.worker import NS, _create, _database_secret, _env, grant_submitter  # noqa: E402
 from sessionops.api.config import OperatorConfig  # noqa: E402
 from sessionops.api.snapshot import ContextSnapshot, SnapshotSource  # noqa: E402
 from sessionops.execution.jobs import job_body  # noqa: E402
@@ -78,7 +79,7 @@ def main() -> int:
     database = create_database()
     dsn = server_url(database)
     try:
-        with running_replay_server(dirs=[tmp]) as replay, threaded_cluster(tmp / "kubeconfig", bookmark_interval=0.2):
+        with running_replay_server(dirs=[tmp]) as replay, threaded_cluster(tmp / "kubeconfig", bookmark_interval=0.2) as cluster:
             kube = WorkerKube(load_api_client(str(tmp / "kubeconfig")))
             for crd in sorted((ROOT / "crds").glob("*.yaml")):
                 kube.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
@@ -86,6 +87,7 @@ def main() -> int:
             kube.request("POST", "/api/v1/namespaces", body={"metadata": {"name": NS}})
             _database_secret(kube, dsn)
             _create(kube, "agents", {"kind": "Agent", "metadata": {"name": "helper"}, "spec": {"systemPrompt": "b"}})
+            grant_submitter(kube)
             model = f"replay/{scenario}"
             config = OperatorConfig.model_validate({"defaults": {"model": model}, "models": [
                 {"name": model, "provider": "replay", "model": scenario, "endpoint": f"{replay.url}/v1"}]})
@@ -116,6 +118,8 @@ def main() -> int:
             env = _env(kube, job, work, tmp / "kubeconfig")
             if "PYTHONPATH" in os.environ:  # the worker of this checkout, not the installed one
                 env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+            log = apiwrites.record(cluster)
+            start = len(log)
             t0 = time.time()
             tools = start_tools(job, work, Path(env["SESSIONOPS_TOOLS_SOCKET"]))
             proc = subprocess.run([sys.executable, "-m", "sessionops.worker"], env=env, cwd=tmp,
@@ -123,6 +127,7 @@ def main() -> int:
             turn_seconds = time.time() - t0
             tools.terminate()
             tools.wait()
+            written = apiwrites.writes(log, start)
             time.sleep(1.5)
             stop.set()
             status = kube.get("agentruns", NS, "s0-t1")["status"]
@@ -144,6 +149,11 @@ def main() -> int:
         "phase": phase, "steps": len(steps), "writes": len(events),
         "writes_per_step": round(len(events) / max(1, len(steps)), 3),
         "writes_per_second": round(len(events) / turn_seconds, 2), "turn_seconds": round(turn_seconds, 2),
+        "api_writes_per_step": {"transcript": round(written["transcript_writes"] / max(1, len(steps)), 3),
+                                "other": round(written["other_writes"] / max(1, len(steps)), 3),
+                                "other_by_kind": written["other_writes_by_kind"]},
+        "min_transcript_write_gap_seconds": written["min_transcript_write_gap_seconds"],
+        "coalesced_250ms": apiwrites.coalesced(written),
         "delay_seconds": {"p50": p(0.5), "p99": p(0.99), "max": round(delays[-1], 3) if delays else None,
                           "mean": round(statistics.mean(delays), 3) if delays else None},
         "target": {"p99_seconds": TARGET_P99_SECONDS, "met": bool(delays) and p(0.99) <= TARGET_P99_SECONDS},

@@ -7,6 +7,9 @@ latency is measured from just before the process is spawned to the replay server
 record of the first chat-completions request; peak RSS is the child's ``ru_maxrss``.
 Also reported: the import time of the worker's modules alone (a floor for the latency), and
 when the tools process (the pod's sidecar, started just before the worker) answers its first ping.
+the worker's API writes per transcript step, the transcript's apart from the others
+(status, Lease, inputs), with the shortest gap between two transcript writes of a run
+(coalescing: at most one write per 250 ms per run).
 Targets: <= 1.5 s to the first request, <= 250 MB peak RSS.
 
     python bench/worker.py [--runs 5]      # DATABASE_URL selects the PostgreSQL server
@@ -31,6 +34,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench import apiwrites  # noqa: E402
 from bench.sidecar import start_tools  # noqa: E402
 from sessionops.api.config import OperatorConfig  # noqa: E402
 from sessionops.api.snapshot import ContextSnapshot, SnapshotSource  # noqa: E402
@@ -54,6 +58,19 @@ def _create(kube: WorkerKube, plural: str, body: dict[str, Any]) -> dict[str, An
     body = {"apiVersion": "sessionops.dev/v1alpha1", **body}
     body["metadata"]["namespace"] = NS
     return kube.request("POST", f"{CUSTOM}/namespaces/{NS}/{plural}", body=body)
+
+
+def grant_submitter(kube: WorkerKube) -> None:
+    """The turns' submitter ("bench") may use the Agent and its tools, as the worker checks
+    (SubjectAccessReview) before any model call; the test cluster enforces RBAC."""
+    rules = [{"apiGroups": ["sessionops.dev"], "resources": ["agents"], "verbs": ["get"]},
+             {"apiGroups": ["sessionops.dev"], "resources": ["tools", "skills", "mcpservers"], "verbs": ["use"]}]
+    rbac = "/apis/rbac.authorization.k8s.io/v1"
+    kube.request("POST", f"{rbac}/namespaces/{NS}/roles", body={"metadata": {"name": "bench"}, "rules": rules})
+    kube.request("POST", f"{rbac}/namespaces/{NS}/rolebindings", body={
+        "metadata": {"name": "bench"}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                                                   "name": "bench"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "bench"}]})
 
 
 def _turn(kube: WorkerKube, config: OperatorConfig, i: int) -> dict[str, Any]:
@@ -103,6 +120,16 @@ def _import_seconds() -> float:
     return time.perf_counter() - start
 
 
+def _per_step(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The worker's writes per transcript step over all runs, transcripts apart from the rest."""
+    steps = max(1, sum(r["transcript_steps"] for r in runs))
+    gaps = [r["min_transcript_write_gap_seconds"] for r in runs if r["min_transcript_write_gap_seconds"] is not None]
+    least = {"min_transcript_write_gap_seconds": min(gaps) if gaps else None}
+    return {"steps": steps, "transcript": round(sum(r["transcript_writes"] for r in runs) / steps, 3),
+            "other": round(sum(r["other_writes"] for r in runs) / steps, 3), **least,
+            "coalesced_250ms": apiwrites.coalesced(least)}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
@@ -113,7 +140,7 @@ def main() -> int:
     runs: list[dict[str, Any]] = []
     try:
         with running_replay_server(dirs=[ROOT / "examples" / "replay"]) as replay, \
-                threaded_cluster(tmp / "kubeconfig", bookmark_interval=0.2):
+                threaded_cluster(tmp / "kubeconfig", bookmark_interval=0.2) as cluster:
             kube = WorkerKube(load_api_client(str(tmp / "kubeconfig")))
             for crd in sorted((ROOT / "crds").glob("*.yaml")):
                 kube.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
@@ -121,18 +148,16 @@ def main() -> int:
             kube.request("POST", "/api/v1/namespaces", body={"metadata": {"name": NS}})
             _database_secret(kube, dsn)
             _create(kube, "agents", {"kind": "Agent", "metadata": {"name": "helper"}, "spec": {"systemPrompt": "b"}})
-            # The test cluster authorizes by RBAC: the turns' submitter may use everything in the namespace.
-            kube.request("POST", f"/apis/rbac.authorization.k8s.io/v1/namespaces/{NS}/rolebindings", body={
-                "metadata": {"name": "bench-admin"}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io",
-                                                                 "kind": "ClusterRole", "name": "cluster-admin"},
-                "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "bench"}]})
+            grant_submitter(kube)
             config = OperatorConfig.model_validate({"defaults": {"model": "replay/hello"}, "models": [
                 {"name": "replay/hello", "provider": "replay", "model": "hello", "endpoint": f"{replay.url}/v1"}]})
+            log = apiwrites.record(cluster)
             for i in range(args.runs):
                 job = _turn(kube, config, i)
                 env = _env(kube, job, tmp / f"work-{i}", tmp / "kubeconfig")
                 (tmp / f"work-{i}").mkdir()
                 replay.records.clear()
+                start = len(log)
                 started = datetime.datetime.now(datetime.UTC)
                 t0 = time.perf_counter()
                 # As a kubelet starts the pod: the tools sidecar, then the worker at once.
@@ -149,12 +174,15 @@ def main() -> int:
                 first = datetime.datetime.fromisoformat(replay.records[0]["timestamp"]) if replay.records else None
                 status = kube.get("agentruns", NS, f"s{i}-t1")["status"]
                 phase = status["phase"]
+                written = apiwrites.writes(log, start)
+                steps = sum(len(c["spec"].get("steps") or []) for c in kube.list_transcripts(NS, f"s{i}-t1"))
                 if phase != "Succeeded":
                     print(json.dumps(status.get("conditions")), file=sys.stderr)
                 runs.append({"run": i, "exit_code": proc.returncode, "phase": phase,
                              "first_request_seconds": round((first - started).total_seconds(), 3) if first else None,
                              "process_seconds": round(total, 3), "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
-                             "tools_ready_seconds": round(tools_ready, 3)})
+                             "tools_ready_seconds": round(tools_ready, 3),
+                             "transcript_steps": steps, **written})
                 if proc.returncode != 0 and proc.stderr is not None:
                     print(proc.stderr.read().decode()[-2000:], file=sys.stderr)
             kube.close()
@@ -170,6 +198,7 @@ def main() -> int:
         "peak_rss_mb": {"min": min(rss), "median": statistics.median(rss), "max": max(rss)},
         "tools_ready_seconds": {"median": statistics.median(r["tools_ready_seconds"] for r in runs)},
         "import_only_seconds": round(_import_seconds(), 3),
+        "api_writes_per_step": _per_step(runs),
         "targets": {"first_request_seconds": TARGET_SECONDS, "peak_rss_mb": TARGET_MB},
         "met": {"first_request_seconds": bool(latencies) and statistics.median(latencies) <= TARGET_SECONDS,
                 "peak_rss_mb": max(rss) <= TARGET_MB},

@@ -123,7 +123,7 @@ def test_a_waiting_run_with_two_completed_calls_is_cleaned(saver, workdir):
     report = cleanup_thread(checkpoint_graph(SNAP, saver), CFG)
 
     assert report.committed == list(STEPS) and report.commits == 3
-    assert report.cancelled_calls == [tool_call_id(0, 2)]
+    assert report.cancelled_calls == report.closed_calls == [tool_call_id(0, 2)]
     state = graph.get_state(CFG)
     assert state.next == () and state.tasks == () and state.interrupts == ()
     msgs = state.values["messages"]
@@ -173,9 +173,13 @@ def test_a_crash_at_any_point_is_finished_by_a_fresh_retry(pg_dsn, workdir, coun
         assert report.committed == retry_commits
         assert fresh.puts == len(retry_commits)
         assert end_state(saver=fresh) == expected_end_state(count)
+        # The closed calls are read from the clean checkpoint: the retry knows them even when
+        # the crashed call committed them (what the transcript records does not depend on who did).
+        assert report.closed_calls == [tool_call_id(0, count - 1)]
 
         again = cleanup_thread(checkpoint_graph(SNAP, fresh), CFG)
         assert again.committed == [] and fresh.puts == len(retry_commits)
+        assert again.closed_calls == [tool_call_id(0, count - 1)]
 
 
 def test_cleanup_of_a_clean_thread_commits_nothing(saver, workdir):

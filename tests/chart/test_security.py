@@ -65,6 +65,8 @@ OPERATOR_NEEDS = [
     ("sessionops.dev", "agentsessions/status", "patch"),
     ("sessionops.dev", "agentinputs/status", "patch"),
     ("sessionops.dev", "agentruns/finalizers", "update"),
+    ("sessionops.dev", "agenttranscripts", "create"),  # a cancelled run's closed calls
+    ("sessionops.dev", "agenttranscripts", "patch"),
     ("batch", "jobs", "create"),
     ("batch", "jobs", "delete"),
     ("batch", "jobs", "watch"),

@@ -206,13 +206,20 @@ async def test_cancel_pauses_the_queue_and_continue_resumes_it(stack: Stack, nam
     assert res.exit_code == 0 and lines(res.stdout) == [f"cancel already requested for run {run} (phase Cancelled)"]
     assert (await stack.get("arun", run))["status"]["phase"] == "Cancelled"
     await session_phase(stack, name, "Paused")
-    # The cancelled turn's transcript marks the call that never ran.
+    # The cancelled turn's transcript holds the call that never ran, stored by the cancellation once.
     res = await plugin(stack, "transcript", run)
     assert res.exit_code == 0, res.output
     out = lines(res.stdout)
     assert out[0] == f"turn {run} (Cancelled)"
-    assert out[-1].endswith("result run_shell (cancelled): cancelled with the turn"), out
+    assert out[-1].endswith(f"[{run}-1] result run_shell (cancelled): cancelled by the user"), out
     assert sum("result write_file (success)" in line for line in out) == 1
+    chunks = json.loads((await stack.kubectl("get", "agenttranscripts", "-l", f"sessionops.dev/run={run}",
+                                             "-o", "json")).stdout)["items"]
+    steps = [s for c in sorted(chunks, key=lambda c: c["spec"]["index"]) for s in c["spec"]["steps"]]
+    [cancelled] = [s for s in steps if s.get("status") == "cancelled"]
+    [shell] = [s for s in steps if s["kind"] == "ToolCall" and s["tool"] == "run_shell"]
+    assert (cancelled["id"], cancelled["kind"]) == (f"result:{shell['toolCallId']}", "ToolResult")
+    assert len({s["id"] for s in steps}) == len(steps)
 
     res = await plugin(stack, "send", name, "Try again, please.", "--key", "again")
     assert res.exit_code == 0, res.output  # received and queued while the queue is paused

@@ -1,8 +1,8 @@
-"""Rendering a transcript (pure): one line per step, and the cancelled calls of a cancelled turn."""
+"""Rendering a transcript (pure): one line per step, cancelled calls as the cancellation stored them."""
 
 from __future__ import annotations
 
-from sessionops.cli.transcript import line, with_cancelled
+from sessionops.cli.transcript import line
 
 CALL = {"id": "call:c1", "kind": "ToolCall", "tool": "run_shell", "toolCallId": "c1",
         "args": {"command": "sh hello.sh"}, "at": "2026-12-03T11:00:01.250Z", "segment": "r-1"}
@@ -21,12 +21,8 @@ def test_a_step_line_names_time_segment_and_what_happened() -> None:
     assert line(final) == "11:00:04 [r-2] final answer: done (5 in / 2 out tokens)"
 
 
-def test_open_calls_of_a_cancelled_turn_are_marked_cancelled_and_only_then() -> None:
-    answered = {"id": "call:c2", "kind": "ToolCall", "tool": "write_file", "toolCallId": "c2"}
-    result = {"id": "result:c2", "kind": "ToolResult", "tool": "write_file", "toolCallId": "c2", "status": "success"}
-    steps = [CALL, answered, result]
-    assert with_cancelled(steps, "Succeeded") == steps
-    marked = with_cancelled(steps, "Cancelled")
-    assert marked[:3] == steps
-    assert marked[3:] == [{"id": "result:c1", "kind": "ToolResult", "tool": "run_shell", "toolCallId": "c1",
-                           "status": "cancelled", "text": "cancelled with the turn"}]
+def test_a_cancelled_call_reads_as_stored_by_the_cancellation() -> None:
+    cancelled = {"id": "result:c1", "kind": "ToolResult", "tool": "run_shell", "toolCallId": "c1",
+                 "status": "cancelled", "text": "cancelled by the user", "at": "2026-12-03T11:00:05.000Z",
+                 "segment": "r-1"}
+    assert line(cancelled) == "11:00:05 [r-1] result run_shell (cancelled): cancelled by the user"

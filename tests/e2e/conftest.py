@@ -7,9 +7,11 @@ GitHub Actions), in ``SESSIONOPS_E2E_NAMESPACE``, with the operator installed by
 
 from __future__ import annotations
 
+import asyncio
 import os
+import signal
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -30,6 +32,19 @@ async def stack(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Stack
         return
     async with running_stack(Path(root), checkpoint_retention=1) as (s, _cluster):
         yield s
+
+
+@pytest.fixture()
+def kill_worker(stack: Stack) -> Callable[[str], Awaitable[None]]:
+    """Kills the running worker of a Job at once, without a grace period: on a real cluster
+    ``kubectl delete pod --grace-period=0 --force``, locally the pod runner's SIGKILL (the
+    kubelet's part). The worker gets no chance to release its Lease or write anything."""
+    async def kill(job: str) -> None:
+        if REAL:
+            await stack.kubectl("delete", "pod", "-l", f"job-name={job}", "--grace-period=0", "--force")
+        else:
+            await asyncio.to_thread(stack.pod_runner.kill, job, signal.SIGKILL)
+    return kill
 
 
 @pytest.fixture()

@@ -8,7 +8,7 @@ import json
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from sessionops.agent.tools import question_id
-from sessionops.api.transcript import CHUNK_BYTES_MAX, REDACTED, AgentTranscript
+from sessionops.api.transcript import CHUNK_BYTES_MAX, REDACTED, AgentTranscript, chunks, size
 from sessionops.worker import transcript
 
 SECRET = "sk-live-0123456789"
@@ -118,11 +118,11 @@ def test_a_200_step_turn_with_16k_results_fits_in_bounded_chunks_and_reads_back(
     messages.append(AIMessage("all read", id="end"))
     steps = transcript.merge([], transcript.project(messages, final=True, result_max=16 * 1024),
                              segment="r-1", at="t")
-    parts = transcript.chunks(steps)
+    parts = chunks(steps)
     assert len(parts) > 10
     for index, part in enumerate(parts):
         body = AgentTranscript.model_validate({"metadata": {"name": f"r-t{index}"},
                                                "spec": {"run": "r", "session": "s", "index": index, "steps": part}})
-        assert transcript.size(body.dump()) < CHUNK_BYTES_MAX - 2048
+        assert size(body.dump()) < CHUNK_BYTES_MAX - 2048
     assert [s for part in parts for s in part] == steps
-    assert transcript.chunks(steps) == parts  # deterministic: a rewrite changes only what changed
+    assert chunks(steps) == parts  # deterministic: a rewrite changes only what changed

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import json
 
+import kubernetes
+
 from sessionops.api.transcript import CHUNK_BYTES_MAX, TOOL_RESULT_MAX
+from sessionops.cli.client import Kube
+from sessionops.cli.transcript import read
 from tests.worker.harness import NS, Stack
 
 RESULT = 17 * 1024
@@ -35,6 +39,8 @@ def test_a_long_turn_of_large_parallel_results_keeps_every_chunk_bounded_and_rea
     assert all(s["truncated"] and s["text"].endswith(f"[... truncated: {RESULT - TOOL_RESULT_MAX} more characters ...]")
                for s in results)
     assert {s["text"][:2] for s in results} == {f"{i}{j}" for i in range(10) for j in range(10)}
+    # The plugin reads the whole turn back (one list of every chunk), as stored.
+    assert read(Kube(kubernetes.client.CustomObjectsApi(stack.kube.api_client), NS), run) == steps
     # The checkpoint keeps the full history.
     whole = [m for m in stack.thread("s1").values["messages"] if m.type == "tool"]
     assert len(whole) == 100 and all(len(m.content) == RESULT for m in whole)

@@ -9,6 +9,8 @@ segment that rewrites its chunks replaces steps instead of adding them.
 from __future__ import annotations
 
 import enum
+import json
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from pydantic import Field
@@ -21,6 +23,8 @@ CHUNK_BYTES_MAX = 256 * 1024
 TOOL_RESULT_MAX = 16 * 1024
 """Default bound of one tool result's text in the transcript (the checkpoint keeps it whole)."""
 TRUNCATION_MARKER = "\n[... truncated: {dropped} more characters ...]"
+CHUNK_OVERHEAD = 4 * 1024
+"""Room left in a chunk for metadata (names, labels, owner reference, managed fields)."""
 REDACTED = "[REDACTED]"
 RUN_LABEL = "sessionops.dev/run"
 
@@ -79,3 +83,24 @@ class AgentTranscript(ApiModel):
 
 def chunk_name(run: str, index: int) -> str:
     return f"{run}-t{index}"
+
+
+def size(value: Any) -> int:
+    """Bytes of ``value`` as compact JSON."""
+    return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8"))
+
+
+def chunks(steps: Sequence[dict[str, Any]], limit: int = CHUNK_BYTES_MAX - CHUNK_OVERHEAD) -> list[list[dict[str, Any]]]:
+    """Steps (wire form) cut, in order, into lists whose JSON stays within ``limit`` bytes each.
+    Deterministic: the same steps give the same chunks, so a rewrite changes only the tail.
+    Shared by the worker and the cancellation, which both append to a run's transcript."""
+    out: list[list[dict[str, Any]]] = [[]]
+    used = 2
+    for step in steps:
+        n = size(step) + 1
+        if out[-1] and used + n > limit:
+            out.append([])
+            used = 2
+        out[-1].append(step)
+        used += n
+    return out if out[0] else []

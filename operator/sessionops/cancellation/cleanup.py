@@ -56,6 +56,9 @@ class CleanupReport:
     """tool_call_ids that received a cancellation result in this call."""
     checkpoint_id: str | None = None
     """The thread's checkpoint after cleanup."""
+    closed_calls: list[str] = field(default_factory=list)
+    """tool_call_ids the thread holds a cancellation result for, whichever call (this one or an
+    earlier, crashed one) committed it: read from the clean checkpoint, so a retry sees them too."""
 
     @property
     def commits(self) -> int:
@@ -73,6 +76,12 @@ class CleanupError(RuntimeError):
 
 def cancel_message_id(ai_message_id: str | None, tool_call_id: str) -> str:
     return f"cancel:{ai_message_id}:{tool_call_id}"
+
+
+def cancelled_call_ids(messages: Sequence[BaseMessage]) -> list[str]:
+    """tool_call_ids answered by a cancellation result (``cancel:`` ids), in order. Pure."""
+    return [m.tool_call_id for m in messages
+            if isinstance(m, ToolMessage) and (m.id or "").startswith("cancel:")]
 
 
 def current_ai_message(messages: Sequence[BaseMessage]) -> tuple[int, AIMessage] | None:
@@ -180,6 +189,7 @@ def _finish(report: CleanupReport, state: StateSnapshot) -> CleanupReport:
     _verify(state)
     report.skipped = [s for s in STEPS if s not in report.committed]
     report.checkpoint_id = (state.config or {}).get("configurable", {}).get("checkpoint_id")
+    report.closed_calls = cancelled_call_ids(state.values.get("messages", []) if state.values else [])
     return report
 
 

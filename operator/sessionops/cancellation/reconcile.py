@@ -9,19 +9,26 @@ import datetime
 import logging
 from typing import Any
 
-from sessionops import checkpoints, metrics
+from sessionops import GROUP, VERSION, checkpoints, metrics
 from sessionops.api.run import RunPhase
 from sessionops.api.snapshot import ContextSnapshot
+from sessionops.api.transcript import RUN_LABEL, chunk_name
 from sessionops.cancellation import flow
 from sessionops.cancellation.checkpoint_graph import checkpoint_graph
-from sessionops.cancellation.cleanup import STEPS, CleanupError, CleanupReport, cleanup_thread
+from sessionops.cancellation.cleanup import CANCEL_CONTENT, STEPS, CleanupError, CleanupReport, cleanup_thread
+from sessionops.cancellation.transcript import cancelled_steps, chunk_writes
 from sessionops.delegation import reconcile as delegation
 from sessionops.execution.segments import JobView
 from sessionops.kube import Kube
 from sessionops.locks import lock
+from sessionops.scheduling.names import SESSION_LABEL
 from sessionops.timestamps import parse
 
 logger = logging.getLogger(__name__)
+
+TRANSCRIPTS = "agenttranscripts"
+STEP_RECORD = "RecordCancelledCalls"
+"""Not a checkpoint step (not in ``completedSteps``): named in the condition when it fails."""
 
 
 def lease_name(session: str) -> str:
@@ -89,8 +96,52 @@ async def _reconcile(kube: Kube, dsn: str, namespace: str, name: str,
             raise
         # Verified clean: every step is done, whether this call or an earlier one committed it.
         done = [s for s in STEPS if s in done or s in report.committed or s in report.skipped]
+        try:
+            recorded = await record_cancelled(kube, run, report.closed_calls, now)
+        except Exception as e:  # stay Cancelling with a condition; the timer retries (idempotent)
+            metrics.CANCELLATION_STEP_FAILURES.labels(step=STEP_RECORD).inc()
+            await kube.patch_status("agentruns", namespace, name,
+                                    {"status": flow.failed_step(run, STEP_RECORD, f"{type(e).__name__}: {e}",
+                                                                now=now)})
+            raise
+        if recorded:
+            logger.info("run %s/%s: %d cancelled call(s) added to the transcript", namespace, name, recorded)
     await kube.patch_status("agentruns", namespace, name, {"status": flow.completed(run, done, now=now)})
     requested = parse(((run.get("status") or {}).get("cancellation") or {}).get("requestedAt"))
     if requested is not None:
         metrics.CANCELLATION_DURATION.observe(max(0.0, (now - requested).total_seconds()))
     return plan
+
+
+async def record_cancelled(kube: Kube, run: dict[str, Any], closed: list[str], now: datetime.datetime) -> int:
+    """Append the run's calls the cleanup closed to its transcript, before the run is marked
+    Cancelled (a reader that sees Cancelled reads them). Safe to repeat: a call whose result
+    step is stored gets none, and the chunks are recomputed from what is stored."""
+    if not closed:
+        return 0
+    namespace, name = run["metadata"]["namespace"], run["metadata"]["name"]
+    items = sorted(await kube.list(TRANSCRIPTS, namespace, f"{RUN_LABEL}={name}"),
+                   key=lambda c: int(c["spec"]["index"]))
+    segments = (run.get("status") or {}).get("segments") or []
+    at = now.astimezone(datetime.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    new = cancelled_steps([s for c in items for s in c["spec"].get("steps") or []], set(closed),
+                          text=CANCEL_CONTENT, segment=segments[-1]["name"] if segments else None, at=at)
+    if not new:
+        return 0
+    stored = {int(c["spec"]["index"]): c for c in items}
+    for index, steps in chunk_writes(items, new):
+        if index in stored:
+            # A compare-and-swap on the chunk: no worker writes it any more (it was stopped first).
+            await kube.patch(TRANSCRIPTS, namespace, chunk_name(name, index), {
+                "metadata": {"resourceVersion": stored[index]["metadata"]["resourceVersion"]},
+                "spec": {"steps": steps}})
+        else:
+            session = run["spec"]["sessionRef"]["name"]
+            await kube.create(TRANSCRIPTS, namespace, {
+                "apiVersion": f"{GROUP}/{VERSION}", "kind": "AgentTranscript",
+                "metadata": {"name": chunk_name(name, index), "namespace": namespace,
+                             "labels": {SESSION_LABEL: session, RUN_LABEL: name},
+                             "ownerReferences": [{"apiVersion": f"{GROUP}/{VERSION}", "kind": "AgentRun",
+                                                  "name": name, "uid": run["metadata"]["uid"]}]},
+                "spec": {"run": name, "session": session, "index": index, "steps": steps}})
+    return len(new)

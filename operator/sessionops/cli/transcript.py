@@ -45,19 +45,8 @@ def read(kube: Kube, run: dict[str, Any]) -> list[dict[str, Any]]:
     result = kube.api.list_namespaced_custom_object(GROUP, VERSION, kube.namespace, TRANSCRIPTS,
                                                     label_selector=f"{RUN_LABEL}={name}",
                                                     _request_timeout=REQUEST_TIMEOUT)
-    return with_cancelled(steps_of(result.get("items") or []), (run.get("status") or {}).get("phase"))
-
-
-def with_cancelled(steps: list[dict[str, Any]], phase: str | None) -> list[dict[str, Any]]:
-    """A cancelled turn's calls without a result are marked cancelled: the worker was stopped
-    before they ended, and the cancellation closed exactly those calls in the checkpoint. Pure."""
-    if phase != "Cancelled":
-        return steps
-    answered = {s.get("toolCallId") for s in steps if s["kind"] in ("ToolResult", "Child")}
-    open_calls = [s for s in steps if s["kind"] in ("ToolCall", "Question") and s.get("toolCallId") not in answered]
-    return [*steps, *({"id": f"result:{c['toolCallId']}", "kind": "ToolResult", "tool": c.get("tool"),
-                       "toolCallId": c["toolCallId"], "status": "cancelled", "text": "cancelled with the turn"}
-                      for c in open_calls)]
+    # A cancelled turn's closed calls are stored steps too: the cancellation appends them.
+    return steps_of(result.get("items") or [])
 
 
 def _args(args: dict[str, Any] | None) -> str:

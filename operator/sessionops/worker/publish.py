@@ -18,7 +18,7 @@ from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
 from sessionops import GROUP, VERSION
-from sessionops.api.transcript import RUN_LABEL, chunk_name
+from sessionops.api.transcript import RUN_LABEL, chunk_name, chunks
 from sessionops.scheduling.names import SESSION_LABEL
 from sessionops.worker import transcript
 from sessionops.worker.k8s import Conflict, WorkerKube
@@ -46,6 +46,7 @@ class Publisher:
         self._written: dict[int, list[transcript.Step]] = {}
         self._versions: dict[int, str] = {}
         self._thread: threading.Thread | None = None
+        self._last_write = float("-inf")
         self._load()
 
     def _load(self) -> None:
@@ -87,9 +88,12 @@ class Publisher:
             self._thread.join()
 
     def close(self) -> None:
-        """Stop the thread and write what is left, now (the segment's last word)."""
+        """Stop the thread and write what is left (the segment's last word), no sooner than one
+        interval after the previous write: the bound holds for the last write too."""
         self.stop()
-        self._flush()
+        if self._changed():
+            time.sleep(max(0.0, self.interval - (time.monotonic() - self._last_write)))
+            self._flush()
 
     def _loop(self) -> None:
         while not self._stop:
@@ -106,16 +110,19 @@ class Publisher:
                                self.run["metadata"]["name"], self.segment, type(e).__name__)
             time.sleep(max(0.0, self.interval - (time.monotonic() - started)))
 
+    def _changed(self) -> list[tuple[int, list[transcript.Step]]]:
+        """(index, steps) of every chunk that differs from what we last wrote."""
+        with self._lock:
+            steps = list(self._steps)
+        return [(index, chunk) for index, chunk in enumerate(chunks(steps)) if self._written.get(index) != chunk]
+
     def _flush(self) -> None:
         """Write every chunk that differs from what we last wrote. Safe to repeat: each
         write is the chunk's whole content."""
-        with self._lock:
-            steps = list(self._steps)
-        for index, chunk in enumerate(transcript.chunks(steps)):
-            if self._written.get(index) == chunk:
-                continue
+        for index, chunk in self._changed():
             written = self.kube.put_transcript(self.namespace, self._body(index, chunk))
             self.writes += 1
+            self._last_write = time.monotonic()
             self._written[index] = chunk
             self._versions[index] = written["metadata"]["resourceVersion"]
 

@@ -13,7 +13,6 @@ resume decisions and answers, merged into what was published before, cut into ch
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -22,7 +21,6 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from sessionops.agent.steering import STEER_ID_PREFIX
 from sessionops.agent.tools import question_id
 from sessionops.api.transcript import (
-    CHUNK_BYTES_MAX,
     REDACTED,
     TRUNCATION_MARKER,
     StepKind,
@@ -32,8 +30,6 @@ from sessionops.worker.outcome import message_text
 
 TEXT_MAX = 32 * 1024
 """Bound of any other step text (assistant messages, user messages): a chunk holds several."""
-CHUNK_OVERHEAD = 4 * 1024
-"""Room left in a chunk for metadata (names, labels, owner reference, managed fields)."""
 SECRET_MIN = 4
 """Shorter values are not redacted: replacing every "a" would destroy the text, not protect it."""
 QUESTION_TOOL = "ask_user"
@@ -190,22 +186,3 @@ def merge(published: Sequence[Step], projected: Sequence[Step], *, segment: str,
             index[step["id"]] = len(out)
             out.append({**step, "at": at, "segment": segment})
     return out
-
-
-def size(value: Any) -> int:
-    return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8"))
-
-
-def chunks(steps: Sequence[Step], limit: int = CHUNK_BYTES_MAX - CHUNK_OVERHEAD) -> list[list[Step]]:
-    """Steps cut, in order, into lists whose JSON stays within ``limit`` bytes each.
-    Deterministic: the same steps give the same chunks, so a rewrite changes only the tail."""
-    out: list[list[Step]] = [[]]
-    used = 2
-    for step in steps:
-        n = size(step) + 1
-        if out[-1] and used + n > limit:
-            out.append([])
-            used = 2
-        out[-1].append(step)
-        used += n
-    return out if out[0] else []

@@ -310,6 +310,8 @@ BOOTSTRAP_CLUSTER_ROLES: list[dict[str, Any]] = [
         {'apiGroups': [''], 'resources': ['configmaps', 'endpoints', 'persistentvolumeclaims', 'secrets',
                                           'serviceaccounts', 'services'], 'verbs': _WRITE},
         {'apiGroups': [''], 'resources': ['serviceaccounts'], 'verbs': ['impersonate']},
+        # As kube-apiserver's bootstrap policy: edit reads Secrets (view deliberately does not).
+        {'apiGroups': [''], 'resources': ['secrets'], 'verbs': _READ},
         {'apiGroups': ['apps'], 'resources': ['daemonsets', 'deployments', 'replicasets', 'statefulsets'],
          'verbs': _WRITE},
         {'apiGroups': ['batch'], 'resources': ['cronjobs', 'jobs'], 'verbs': _WRITE},

@@ -197,9 +197,10 @@ def test_every_object_is_namespaced_in_the_release_or_cluster_scoped(rendered: A
         if doc["kind"] in cluster_scoped:
             assert ns is None, where
         elif ns != NAMESPACE:
-            # Only the worker's account and its RBAC live in the worker namespaces (the database
-            # credential there is the operator's to write at run time, never a copy of the admin DSN).
-            assert doc["kind"] in {"ServiceAccount", "Role", "RoleBinding"}, where
+            # Only the worker's account, its RBAC and its egress policy live in the worker namespaces
+            # (the database credential there is the operator's to write at run time, never a copy of
+            # the admin DSN).
+            assert doc["kind"] in {"ServiceAccount", "Role", "RoleBinding", "NetworkPolicy"}, where
             assert ns in worker_namespaces, where
 
 

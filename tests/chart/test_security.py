@@ -6,6 +6,8 @@ from typing import Any
 
 import pytest
 
+from sessionops.api.config import OperatorConfig
+from sessionops.execution import jobs
 from tests.chart.helm import (
     DEFAULT_WORKER_NAMESPACES,
     NAMESPACE,
@@ -338,6 +340,42 @@ def test_network_policy(rendered: Rendered) -> None:
     namespaces = rendered.values.get("workerNamespaces") or DEFAULT_WORKER_NAMESPACES
     assert rule["from"][0]["podSelector"]["matchLabels"] == deployment["spec"]["selector"]["matchLabels"]
     assert rule["from"][1]["namespaceSelector"]["matchExpressions"][0]["values"] == namespaces
+
+
+def test_worker_pods_cannot_reach_link_local_addresses(rendered: Rendered) -> None:
+    """Every worker namespace has an egress policy selecting the pods the operator's Jobs make
+    (labels from execution.jobs itself) that leaves out the metadata endpoints' ranges."""
+    policies = [d for d in rendered.of_kind("NetworkPolicy") if d["metadata"]["name"] == f"{RELEASE}-worker-egress"]
+    if rendered.values.get("networkPolicy", {}).get("enabled") is False:
+        assert not policies
+        return
+    namespaces = rendered.values.get("workerNamespaces") or DEFAULT_WORKER_NAMESPACES
+    assert sorted(p["metadata"]["namespace"] for p in policies) == sorted(namespaces)
+    config = OperatorConfig.model_validate({"defaults": {"model": "m"}, "models": [
+        {"name": "m", "provider": "replay", "model": "m"}]})
+    run = {"metadata": {"name": "s1-t1", "namespace": namespaces[0], "uid": "u1"},
+           "spec": {"sessionRef": {"name": "s1"}, "contextSnapshot": {"model": "m"}}}
+    pod_labels = jobs.job_body(run, 1, "Start", config=config, worker=None)["spec"]["template"]["metadata"]["labels"]
+    for policy in policies:
+        spec = policy["spec"]
+        assert spec["policyTypes"] == ["Egress"]
+        assert spec["podSelector"]["matchLabels"].items() <= pod_labels.items()
+        (rule, *_extra) = spec["egress"]
+        blocks = {b["ipBlock"]["cidr"]: b["ipBlock"]["except"] for b in rule["to"]}
+        assert "169.254.0.0/16" in blocks["0.0.0.0/0"] and "fd00:ec2::254/128" in blocks["::/0"]
+        assert "ports" not in rule  # everything else stays reachable (model, MCP servers, DNS, the database)
+
+
+def test_worker_egress_takes_extra_rules_and_can_be_turned_off(renderer: Any) -> None:
+    dns = {"to": [{"ipBlock": {"cidr": "169.254.20.10/32"}}], "ports": [{"port": 53, "protocol": "UDP"}]}
+    out = renderer.template_values("helm4", {"networkPolicy": {"workerEgress": {"extraEgress": [dns]}}})
+    assert out.returncode == 0, out.stderr
+    [policy] = [d for d in parse_docs(out.stdout) if d["kind"] == "NetworkPolicy"
+                and d["metadata"]["name"] == f"{RELEASE}-worker-egress"]
+    assert policy["spec"]["egress"][1] == dns
+    off = renderer.template_values("helm4", {"networkPolicy": {"workerEgress": {"enabled": False}}})
+    assert off.returncode == 0, off.stderr
+    assert not [d for d in parse_docs(off.stdout) if d["metadata"]["name"] == f"{RELEASE}-worker-egress"]
 
 
 AGGREGATE = "rbac.authorization.k8s.io/aggregate-to-"

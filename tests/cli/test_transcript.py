@@ -26,3 +26,25 @@ def test_a_cancelled_call_reads_as_stored_by_the_cancellation() -> None:
                  "status": "cancelled", "text": "cancelled by the user", "at": "2026-12-03T11:00:05.000Z",
                  "segment": "r-1"}
     assert line(cancelled) == "11:00:05 [r-1] result run_shell (cancelled): cancelled by the user"
+
+
+def test_following_stops_at_an_unanswered_waitpoint_not_at_one_just_answered() -> None:
+    from sessionops.cli.transcript import _ended
+    from tests.cli.fake import FakeKube
+
+    kube = FakeKube()
+    run = kube.put("agentruns", {"metadata": {"name": "s1-t1", "creationTimestamp": "2026-12-03T11:00:00Z"},
+                                 "spec": {"sessionRef": {"name": "s1"}},
+                                 "status": {"phase": "Waiting", "waitpoint": {"id": "wp-1", "kind": "Approval"}}})
+    assert _ended(kube, None, [run]) and _ended(kube, "s1", [run])
+    # Approved, and the operator has not resumed the run yet: the turn goes on.
+    resume = kube.put("agentinputs", {"metadata": {"name": "s1-t1-wp-1"}, "spec": {
+        "kind": "Resume", "sessionRef": {"name": "s1"}, "run": "s1-t1", "waitpointId": "wp-1"}})
+    assert not _ended(kube, None, [run]) and not _ended(kube, "s1", [run])
+    # An answer admission refused, or one for an older waitpoint, answers nothing.
+    resume["status"] = {"phase": "Rejected"}
+    assert _ended(kube, None, [run])
+    resume["status"], resume["spec"]["waitpointId"] = {"phase": "Pending"}, "wp-0"
+    assert _ended(kube, None, [run])
+    run["status"] = {"phase": "Succeeded"}
+    assert _ended(kube, None, [run])

@@ -13,7 +13,7 @@ from rich.console import Console
 from sessionops import GROUP, VERSION
 from sessionops.api.run import TERMINAL_PHASES
 from sessionops.api.transcript import RUN_LABEL
-from sessionops.cli.client import REQUEST_TIMEOUT, RUNS, SESSIONS, Kube
+from sessionops.cli.client import INPUTS, REQUEST_TIMEOUT, RUNS, SESSIONS, Kube
 from sessionops.cli.errors import EXIT_NOT_FOUND, EXIT_OK, EXIT_TIMEOUT, CliError
 from sessionops.scheduling.names import SESSION_LABEL
 
@@ -150,16 +150,32 @@ def follow(kube: Kube, out: Console, ref: str, *, timeout: float | None,
 
 
 def _ended(kube: Kube, session: str | None, runs: list[dict[str, Any]]) -> bool:
-    """The followed run has a final phase or waits for an answer (nothing happens until then)."""
+    """The followed run has a final phase or waits for an answer nobody has sent yet (nothing
+    happens until then). A waitpoint already answered (say, just approved) is not an end: the
+    operator has not resumed the run yet."""
     if session is not None:
         current = kube.list(RUNS, session)
         if not current:
             return False
         latest = max(current, key=lambda r: r["metadata"].get("creationTimestamp") or "")
-        phase = (latest.get("status") or {}).get("phase")
     else:
-        phase = (kube.get(RUNS, runs[0]["metadata"]["name"]).get("status") or {}).get("phase")
-    return phase in TERMINAL_PHASES or phase == "Waiting"
+        latest = kube.get(RUNS, runs[0]["metadata"]["name"])
+    status = latest.get("status") or {}
+    phase = status.get("phase")
+    if phase in TERMINAL_PHASES:
+        return True
+    return phase == "Waiting" and not _answered(kube, latest, (status.get("waitpoint") or {}).get("id"))
+
+
+def _answered(kube: Kube, run: dict[str, Any], waitpoint: str | None) -> bool:
+    """A Resume input for the run's current waitpoint exists and was not refused."""
+    if not waitpoint:
+        return False
+    name, session = run["metadata"]["name"], run["spec"]["sessionRef"]["name"]
+    return any(i["spec"].get("kind") == "Resume" and i["spec"].get("run") == name
+               and i["spec"].get("waitpointId") == waitpoint
+               and (i.get("status") or {}).get("phase") not in ("Rejected", "Cancelled")
+               for i in kube.list(INPUTS, session))
 
 
 class StepFollower:

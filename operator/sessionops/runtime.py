@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from sessionops.cache import Cache
 from sessionops.configuration import ConfigStore
 from sessionops.kube import Kube
 from sessionops.settings import Settings
@@ -14,3 +15,4 @@ class Runtime:
     settings: Settings
     kube: Kube
     config: ConfigStore
+    cache: Cache = dataclasses.field(default_factory=Cache)

@@ -14,10 +14,6 @@ class Settings:
     configmap: str = "sessionops-config"
     """Name of the configuration ConfigMap (``SESSIONOPS_CONFIGMAP``), key ``config.yaml``."""
 
-    config_poll_seconds: float = 2.0
-    """Seconds between reads of the ConfigMap (``SESSIONOPS_CONFIG_POLL``): a changed
-    default applies to sessions created afterwards, so a short delay is harmless."""
-
     database_url: str = "postgresql://postgres@127.0.0.1:5432/postgres"
     """PostgreSQL DSN for checkpoints (``DATABASE_URL``); the operator runs schema set-up."""
 
@@ -43,6 +39,11 @@ class Settings:
     """Seconds between recovery scans of unfinished runs (``SESSIONOPS_SCAN_SECONDS``): bounds how
     late a start timeout or a retried cleanup step is noticed."""
 
+    session_scan_seconds: float = 60.0
+    """Seconds between safety scans of sessions (``SESSIONOPS_SESSION_SCAN_SECONDS``): a missed
+    event is repaired within this. A scan reads the watch-fed cache and reconciles only the
+    sessions out of step, so it costs no request when nothing is wrong."""
+
     metrics_port: int = 8080
     """Port of /metrics and /healthz (``SESSIONOPS_METRICS_PORT``; 0 disables)."""
 
@@ -57,7 +58,6 @@ class Settings:
         return cls(
             namespace=env.get("SESSIONOPS_NAMESPACE", cls.namespace),
             configmap=env.get("SESSIONOPS_CONFIGMAP", cls.configmap),
-            config_poll_seconds=float(env.get("SESSIONOPS_CONFIG_POLL", cls.config_poll_seconds)),
             database_url=env.get("DATABASE_URL", cls.database_url),
             webhook_addr=env.get("SESSIONOPS_WEBHOOK_ADDR", cls.webhook_addr),
             webhook_port=int(env.get("SESSIONOPS_WEBHOOK_PORT", cls.webhook_port)),
@@ -66,5 +66,6 @@ class Settings:
             key_file=opt("SESSIONOPS_KEY_FILE", cls.key_file),
             peering=opt("SESSIONOPS_PEERING", cls.peering),
             scan_seconds=float(env.get("SESSIONOPS_SCAN_SECONDS", cls.scan_seconds)),
+            session_scan_seconds=float(env.get("SESSIONOPS_SESSION_SCAN_SECONDS", cls.session_scan_seconds)),
             metrics_port=int(env.get("SESSIONOPS_METRICS_PORT", cls.metrics_port)),
         )

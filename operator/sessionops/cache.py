@@ -29,7 +29,7 @@ def _key(obj: dict[str, Any]) -> Key:
 class SessionFacts:
     reconciled: bool  # the operator has written its status (status.phase)
     deleting_with_finalizer: bool  # its thread is still to be dropped
-    idle_with_queue: bool  # Idle, pending inputs, not paused or held back: a claim is due
+    idle_with_queue: bool  # Idle, pending inputs, not paused: a claim is due (or room in its tree)
     pending: int  # status.queue.pending as last written
 
 
@@ -60,8 +60,9 @@ class Cache:
             reconciled=bool(status.get("phase")),
             deleting_with_finalizer=bool(meta.get("deletionTimestamp"))
             and SESSION_FINALIZER in (meta.get("finalizers") or []),
-            idle_with_queue=status.get("phase") == "Idle" and pending > 0 and not queue.get("paused")
-            and not queue.get("heldBack"),
+            # Held back by its tree's bound: the wake-up is another object's event, so a missed
+            # one is repaired here too (held-back sessions are few: at most the tree's waiting ones).
+            idle_with_queue=status.get("phase") == "Idle" and pending > 0 and not queue.get("paused"),
             pending=pending)
 
     def see_input(self, obj: dict[str, Any], *, deleted: bool = False) -> None:

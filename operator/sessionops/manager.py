@@ -86,7 +86,7 @@ async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     if ours.peering:
         await ensure_peering(memo.runtime.kube, ours.peering)
     memo.scan_task = asyncio.create_task(
-        scans.run_forever(memo.runtime, ours.scan_seconds, ours.session_scan_seconds, resync_session),
+        scans.run_forever(memo.runtime, ours.scan_seconds, resync_session),
         name="recovery-scan")
     if ours.metrics_port:
         memo.metrics = await metrics.serve(ours.metrics_port, ready=lambda: memo.runtime.config.loaded)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Awaitable, Callable
 
 from sessionops import API_VERSION, logs
@@ -41,31 +40,30 @@ async def scan_once(rt: Runtime) -> int:
     return visited
 
 
-async def scan_sessions(rt: Runtime, resync: Callable[[Runtime, str, str], Awaitable[None]]) -> int:
-    """Pass over the sessions the cache shows out of step, one after another (spread, never a
-    burst); returns how many. Idle and consistent sessions cost a dictionary lookup."""
-    visited = 0
-    for namespace, name in rt.cache.sessions_out_of_step():
-        visited += 1
+async def scan_sessions(rt: Runtime, resync: Callable[[Runtime, str, str], Awaitable[None]],
+                        suspects: set[tuple[str, str]]) -> set[tuple[str, str]]:
+    """Pass over the sessions the cache showed out of step at this scan and at the one before
+    (``suspects``; a session whose event is merely still queued is left to its event), one after
+    another (spread, never a burst). Consistent sessions cost a dictionary lookup. Returns this
+    scan's suspects."""
+    now = set(rt.cache.sessions_out_of_step())
+    for namespace, name in sorted(now & suspects):
         try:
             await resync(rt, namespace, name)
         except asyncio.CancelledError:
             raise
         except Exception:  # as above: the next scan retries
             logger.exception("safety scan of session %s/%s failed; the next scan retries", namespace, name)
-    return visited
+    return now
 
 
-async def run_forever(rt: Runtime, interval: float, session_interval: float,
-                      resync: Callable[[Runtime, str, str], Awaitable[None]]) -> None:
-    last_sessions = time.monotonic()
+async def run_forever(rt: Runtime, interval: float, resync: Callable[[Runtime, str, str], Awaitable[None]]) -> None:
+    suspects: set[tuple[str, str]] = set()
     while True:
         await asyncio.sleep(interval)
         try:
             await scan_once(rt)
-            if time.monotonic() - last_sessions >= session_interval:
-                last_sessions = time.monotonic()
-                await scan_sessions(rt, resync)
+            suspects = await scan_sessions(rt, resync, suspects)
         except asyncio.CancelledError:
             raise
         except Exception:  # an API hiccup: the next scan retries

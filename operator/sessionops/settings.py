@@ -36,13 +36,10 @@ class Settings:
     """kopf peering name (``SESSIONOPS_PEERING``; empty disables): one active reconciler."""
 
     scan_seconds: float = 5.0
-    """Seconds between recovery scans of unfinished runs (``SESSIONOPS_SCAN_SECONDS``): bounds how
-    late a start timeout or a retried cleanup step is noticed."""
-
-    session_scan_seconds: float = 60.0
-    """Seconds between safety scans of sessions (``SESSIONOPS_SESSION_SCAN_SECONDS``): a missed
-    event is repaired within this. A scan reads the watch-fed cache and reconciles only the
-    sessions out of step, so it costs no request when nothing is wrong."""
+    """Seconds between recovery scans (``SESSIONOPS_SCAN_SECONDS``): bounds how late a start
+    timeout or a retried cleanup step is noticed, and (two scans) how late a session out of step
+    with its inputs (a missed event) is repaired. Sessions are checked in the watch-fed cache:
+    no request unless one is out of step."""
 
     metrics_port: int = 8080
     """Port of /metrics and /healthz (``SESSIONOPS_METRICS_PORT``; 0 disables)."""
@@ -66,6 +63,5 @@ class Settings:
             key_file=opt("SESSIONOPS_KEY_FILE", cls.key_file),
             peering=opt("SESSIONOPS_PEERING", cls.peering),
             scan_seconds=float(env.get("SESSIONOPS_SCAN_SECONDS", cls.scan_seconds)),
-            session_scan_seconds=float(env.get("SESSIONOPS_SESSION_SCAN_SECONDS", cls.session_scan_seconds)),
             metrics_port=int(env.get("SESSIONOPS_METRICS_PORT", cls.metrics_port)),
         )

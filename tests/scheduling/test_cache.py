@@ -40,7 +40,11 @@ def test_a_missed_input_event_or_a_missed_claim_shows() -> None:
     cache.see_session(session("b", pending=1))  # Idle with a queue, not paused: a claim is due
     cache.see_input(inp("b-1", "b"))
     cache.see_session(session("c", phase=None))  # never reconciled
-    assert sorted(cache.sessions_out_of_step()) == [("ns", "a"), ("ns", "b"), ("ns", "c")]
+    held = session("d", pending=1)
+    held["status"]["queue"]["heldBack"] = "delegation tree full"  # its wake-up is another object's event
+    cache.see_session(held)
+    cache.see_input(inp("d-1", "d"))
+    assert sorted(cache.sessions_out_of_step()) == [("ns", "a"), ("ns", "b"), ("ns", "c"), ("ns", "d")]
 
 
 def test_deletions_and_continues_wait_for_a_pass() -> None:

@@ -143,6 +143,8 @@ class Stack:
     """The cluster administrator's kubeconfig (set-up only); None: ``kubeconfig`` is the admin's too."""
     operator: asyncio.subprocess.Process | None = None
     operator_env: dict[str, str] = dataclasses.field(default_factory=dict)
+    operator_user: str = ""
+    """The operator's username at the test cluster (to count its requests: ``cluster.served``)."""
     pod_runner: Any = None
 
     def checkpoint_dsn(self, namespace: str | None = None) -> str:
@@ -283,11 +285,12 @@ async def install(stack: Stack, scenarios: list[str], namespaces: list[str], *, 
                                    "app.kubernetes.io/component=operator", admin=True)).stdout.split("/")[-1].strip()
     token = (await stack.kubectl("create", "token", account, "-n", OPERATOR_NS,
                                  f"--duration={OPERATOR_TOKEN_DURATION}", admin=True)).stdout.strip()
+    stack.operator_user = f"system:serviceaccount:{OPERATOR_NS}:{account}"
     operator_kubeconfig = kubeconfig_with_token(stack.admin_kubeconfig or stack.kubeconfig,
                                                 stack.root / "operator.kubeconfig", token, OPERATOR_NS)
     stack.operator_env = {
         "KUBECONFIG": str(operator_kubeconfig), "DATABASE_URL": stack.database_url,
-        "SESSIONOPS_NAMESPACE": OPERATOR_NS, "SESSIONOPS_CONFIGMAP": CONFIGMAP, "SESSIONOPS_CONFIG_POLL": "0.5",
+        "SESSIONOPS_NAMESPACE": OPERATOR_NS, "SESSIONOPS_CONFIGMAP": CONFIGMAP,
         "SESSIONOPS_SERVICE_ACCOUNT": account,  # the identity the status webhook trusts, as the chart renders it
         "SESSIONOPS_WEBHOOK_ADDR": "127.0.0.1", "SESSIONOPS_WEBHOOK_PORT": str(stack.webhook_port),
         "SESSIONOPS_CERT_FILE": str(certs / "tls.crt"), "SESSIONOPS_KEY_FILE": str(certs / "tls.key"),

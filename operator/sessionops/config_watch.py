@@ -1,10 +1,11 @@
-"""Keeps the ConfigStore in step with the ConfigMap; invalid versions are reported once."""
+"""Keeps the ConfigStore in step with the ConfigMap, as the watch delivers it (a kopf event
+handler, ``sessionops.handlers.config``); invalid versions are reported once."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from sessionops.configuration import ConfigError
 from sessionops.runtime import Runtime
@@ -20,10 +21,20 @@ class ConfigWatcher:
         """Called after a valid configuration replaced an earlier one (not on the first load:
         kopf's initial listing reconciles every object anyway)."""
 
+    def ours(self, namespace: str | None, name: str | None) -> bool:
+        return (namespace, name) == (self.rt.settings.namespace, self.rt.settings.configmap)
+
     async def refresh(self) -> None:
-        """Read the ConfigMap once. Safe to repeat: an unchanged resourceVersion is skipped."""
+        """Read the ConfigMap once, at start-up: admission needs a configuration before the
+        watch's first event. Later versions arrive through ``apply``."""
         s = self.rt.settings
-        cm = await self.rt.kube.get_configmap(s.namespace, s.configmap)
+        await self.apply(await self.rt.kube.get_configmap(s.namespace, s.configmap), announce=False)
+
+    async def apply(self, cm: dict[str, Any] | None, *, announce: bool = True) -> None:
+        """Take in this version of the ConfigMap (None: it is gone). Safe to repeat: an
+        unchanged resourceVersion is skipped. ``announce``: post an Event when the configuration
+        in force changes (not at start-up: a restart is not a change)."""
+        s = self.rt.settings
         if cm is None:
             if self.seen_version != "absent":
                 logger.error("ConfigMap %s/%s not found; %s", s.namespace, s.configmap,
@@ -36,6 +47,7 @@ class ConfigWatcher:
             return
         self.seen_version = version
         replacing = self.rt.config.loaded
+        previous = self.rt.config.current.version if replacing else None
         try:
             config = self.rt.config.update(cm.get("data"))
         except ConfigError as e:
@@ -45,17 +57,10 @@ class ConfigWatcher:
             return
         logger.info("configuration %s loaded (%d models, default %s)", config.version, len(config.models),
                     config.defaults.model)
-        await self.rt.kube.post_event(cm, type_="Normal", reason="ConfigLoaded",
-                                      message=f"configuration {config.version} in force")
+        if config.version == previous:
+            return  # an edit that changed nothing in force (or the start-up read seen again)
+        if announce:
+            await self.rt.kube.post_event(cm, type_="Normal", reason="ConfigLoaded",
+                                          message=f"configuration {config.version} in force")
         if replacing and self.on_change is not None:
             await self.on_change()
-
-    async def run(self) -> None:
-        while True:
-            try:
-                await self.refresh()
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # an API hiccup must not kill the watcher; the next poll retries
-                logger.exception("reading the configuration failed; retrying")
-            await asyncio.sleep(self.rt.settings.config_poll_seconds)

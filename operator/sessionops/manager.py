@@ -20,6 +20,7 @@ from sessionops.configuration import ConfigStore
 from sessionops.kube import Kube, load_api_client
 from sessionops.readiness.reconcile import reconcile_namespace
 from sessionops.runtime import Runtime
+from sessionops.scheduling.names import RUN_LABEL
 from sessionops.settings import Settings
 from sessionops.webhook import WebhookServer
 
@@ -36,8 +37,14 @@ def configure_kopf(kopf_settings: kopf.OperatorSettings, settings: Settings) -> 
     kopf_settings.persistence.progress_storage = kopf.StatusProgressStorage(field="status.kopf.progress")
     kopf_settings.persistence.diffbase_storage = kopf.StatusDiffBaseStorage(
         field="status.kopf.diffbase", ignored_fields=FROZEN_FIELDS)
+    # No handler needs kopf's finalizer (sessions carry our own, SESSION_FINALIZER, set at
+    # admission); kopf removes it from objects that still have it from older versions.
     kopf_settings.persistence.finalizer = "sessionops.dev/finalizer"
     kopf_settings.posting.level = logging.WARNING
+    # Only our workers' pods and Jobs, filtered by the API server: unfiltered, kopf would
+    # receive (and keep in memory) every pod and Job of the cluster.
+    kopf_settings.watching.label_selectors[lambda r: r.group == "" and r.plural == "pods"] = RUN_LABEL
+    kopf_settings.watching.label_selectors[lambda r: r.group == "batch" and r.plural == "jobs"] = RUN_LABEL
     kopf_settings.watching.server_timeout = 300
     kopf_settings.admission.server = WebhookServer(
         addr=settings.webhook_addr, port=settings.webhook_port, host=settings.webhook_host,
@@ -73,18 +80,24 @@ async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     if not await asyncio.to_thread(checkpoint_scope.revoke_public_create, ours.database_url):
         logger.warning("the admin credential may not revoke CREATE on schema public from PUBLIC: "
                        "do it once as the database owner (docs/database.md)")
-    memo.runtime, watcher = await build_runtime(ours)
+    memo.runtime, memo.config_watcher = await build_runtime(ours)
+    cache = memo.runtime.cache
+    # Read when scraped: nothing to keep in step.
+    metrics.WATCHED.labels(kind="AgentSession").set_function(lambda: len(cache.sessions))
+    metrics.WATCHED.labels(kind="AgentInput").set_function(lambda: len(cache.inputs))
+    metrics.WATCHED.labels(kind="AgentRun").set_function(lambda: len(cache.unfinished_runs))
     if ours.peering:
         await ensure_peering(memo.runtime.kube, ours.peering)
-    memo.config_task = asyncio.create_task(watcher.run(), name="config-watch")
-    memo.scan_task = asyncio.create_task(scans.run_forever(memo.runtime, ours.scan_seconds), name="recovery-scan")
+    memo.scan_task = asyncio.create_task(
+        scans.run_forever(memo.runtime, ours.scan_seconds, resync_session),
+        name="recovery-scan")
     if ours.metrics_port:
         memo.metrics = await metrics.serve(ours.metrics_port, ready=lambda: memo.runtime.config.loaded)
 
 
 @kopf.on.cleanup()
 async def cleanup(memo: Any, **_: Any) -> None:
-    for name in ("config_task", "scan_task"):
+    for name in ("scan_task",):
         task = getattr(memo, name, None)
         if task is not None:
             task.cancel()
@@ -95,10 +108,16 @@ async def cleanup(memo: Any, **_: Any) -> None:
         rt.kube.close()
 
 
+async def resync_session(rt: Runtime, namespace: str, name: str) -> None:
+    from sessionops.handlers.sessions import resync_session as resync
+    await resync(rt, namespace, name)
+
+
 def register_handlers() -> None:
     import sessionops.handlers.admission  # noqa: F401
     import sessionops.handlers.agents  # noqa: F401
     import sessionops.handlers.cancellation  # noqa: F401
+    import sessionops.handlers.config  # noqa: F401
     import sessionops.handlers.runs  # noqa: F401
     import sessionops.handlers.sessions  # noqa: F401
 

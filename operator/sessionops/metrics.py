@@ -16,6 +16,8 @@ DISPATCH_LATENCY = prom.Histogram("sessionops_dispatch_latency_seconds", "Input 
 PHASE_TRANSITIONS = prom.Counter("sessionops_phase_transitions_total", "Phase changes.", ["kind", "phase"])
 CANCELLATION_DURATION = prom.Histogram("sessionops_cancellation_duration_seconds",
                                        "Cancel requested to Cancelled.", buckets=(0.1, 0.5, 1, 2.5, 5, 10, 30, 60))
+WATCHED = prom.Gauge("sessionops_watched_objects", "Objects in the watch-fed cache (sessions, inputs, "
+                     "unfinished runs).", ["kind"])
 CANCELLATION_STEP_FAILURES = prom.Counter("sessionops_cancellation_step_failures_total",
                                           "Failed cleanup steps.", ["step"])
 

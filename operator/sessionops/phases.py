@@ -1,6 +1,7 @@
 """Phase changes become Events and metrics. The tracker remembers the last phase seen per
-object in this process; a phase first seen after a restart is recorded, not announced
-(an Event per object per restart would be noise)."""
+object in this process; a phase first seen after a restart (in kopf's initial listing, or on
+an object already edited) is recorded, not announced: an Event per object per restart would
+be noise, and a restart over idle objects writes nothing."""
 
 from __future__ import annotations
 
@@ -13,9 +14,10 @@ from sessionops.kube import Kube
 _seen: dict[tuple[str, str, str], str | None] = {}
 
 
-async def observe(kube: Kube, obj: dict[str, Any], *, deleted: bool = False) -> bool:
+async def observe(kube: Kube, obj: dict[str, Any], *, deleted: bool = False, listed: bool = False) -> bool:
     """Post an Event and count a transition when ``obj``'s phase changed. Safe to repeat:
-    the same phase seen twice is not a change."""
+    the same phase seen twice is not a change. ``listed``: seen in the watch's initial listing
+    (kopf's event type None), so whatever phase it has was reached before this process."""
     meta = obj.get("metadata", {})
     key = (obj.get("kind", ""), meta.get("namespace", ""), meta.get("name", ""))
     if deleted:
@@ -25,7 +27,7 @@ async def observe(kube: Kube, obj: dict[str, Any], *, deleted: bool = False) -> 
     known = key in _seen
     previous = _seen.get(key)
     _seen[key] = phase
-    if phase is None or phase == previous or (not known and meta.get("generation", 1) > 1):
+    if phase is None or phase == previous or (not known and (listed or meta.get("generation", 1) > 1)):
         return False
     metrics.PHASE_TRANSITIONS.labels(kind=key[0], phase=phase).inc()
     message = f"{key[0]} is {phase}" + (f" (was {previous})" if previous else "")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from sessionops.admission.worker_pods import WorkerPods
+from sessionops.cache import Cache
 from sessionops.configuration import ConfigStore
 from sessionops.execution.credentials import NamespaceCredentials
 from sessionops.kube import Kube
@@ -17,6 +18,7 @@ class Runtime:
     kube: Kube
     config: ConfigStore
     worker_pods: WorkerPods = dataclasses.field(default_factory=WorkerPods)
+    cache: Cache = dataclasses.field(default_factory=Cache)
     credentials: NamespaceCredentials = dataclasses.field(default=None)  # type: ignore[assignment]
     """Per-namespace database credentials (from the admin DSN of ``settings`` when not given)."""
 

@@ -14,10 +14,6 @@ class Settings:
     configmap: str = "sessionops-config"
     """Name of the configuration ConfigMap (``SESSIONOPS_CONFIGMAP``), key ``config.yaml``."""
 
-    config_poll_seconds: float = 2.0
-    """Seconds between reads of the ConfigMap (``SESSIONOPS_CONFIG_POLL``): a changed
-    default applies to sessions created afterwards, so a short delay is harmless."""
-
     database_url: str = "postgresql://postgres@127.0.0.1:5432/postgres"
     """The admin PostgreSQL DSN (``DATABASE_URL``): creates each worker namespace's schema, tables and
     role (``execution.credentials``) and reaches every schema for cleanup and deletion. Never
@@ -42,8 +38,10 @@ class Settings:
     """kopf peering name (``SESSIONOPS_PEERING``; empty disables): one active reconciler."""
 
     scan_seconds: float = 5.0
-    """Seconds between recovery scans of unfinished runs (``SESSIONOPS_SCAN_SECONDS``): bounds how
-    late a start timeout or a retried cleanup step is noticed."""
+    """Seconds between recovery scans (``SESSIONOPS_SCAN_SECONDS``): bounds how late a start
+    timeout or a retried cleanup step is noticed, and (two scans) how late a session out of step
+    with its inputs (a missed event) is repaired. Sessions are checked in the watch-fed cache:
+    no request unless one is out of step."""
 
     metrics_port: int = 8080
     """Port of /metrics and /healthz (``SESSIONOPS_METRICS_PORT``; 0 disables)."""
@@ -67,7 +65,6 @@ class Settings:
         return cls(
             namespace=env.get("SESSIONOPS_NAMESPACE", cls.namespace),
             configmap=env.get("SESSIONOPS_CONFIGMAP", cls.configmap),
-            config_poll_seconds=float(env.get("SESSIONOPS_CONFIG_POLL", cls.config_poll_seconds)),
             database_url=env.get("DATABASE_URL", cls.database_url),
             webhook_addr=env.get("SESSIONOPS_WEBHOOK_ADDR", cls.webhook_addr),
             webhook_port=int(env.get("SESSIONOPS_WEBHOOK_PORT", cls.webhook_port)),

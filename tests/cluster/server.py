@@ -133,6 +133,19 @@ async def _parse_request(raw: aiohttp.web.BaseRequest, *, id: int) -> rendering.
         name=api.name if api else None, subresource=api.sub if api else None)
 
 
+_USER_KEY = aiohttp.web.RequestKey('faithful.user', str)
+
+
+@dataclasses.dataclass(frozen=True)
+class Served:
+    """One answered API request (``FaithfulCluster.served``)."""
+    user: str
+    method: str
+    path: str
+    query: str
+    status: int
+
+
 @dataclasses.dataclass
 class Ctx:
     """One API request, resolved."""
@@ -164,6 +177,8 @@ class FaithfulCluster(kmock.KubernetesEmulator):
         self.closing = asyncio.Event()
         self.authn = authn.Tokens()
         self.access_reviews: list[dict[str, Any]] = []
+        self.served: list[Served] = []
+        """Every API request answered: who asked, what, and the status code (to count by identity)."""
         """Every SubjectAccessReview answered: the attributes asked and the decision (for assertions)."""
         self.webhook_http: Any = None  # the admission module's keep-alive client
         self.service_endpoints: dict[tuple[Any, ...], tuple[str, int]] = {}
@@ -279,11 +294,14 @@ class FaithfulCluster(kmock.KubernetesEmulator):
                 return aiohttp.web.json_response(e.as_status(), status=e.code)
             self._requests.append(request)
             try:
-                return await self._handle(request)
+                response = await self._handle(request)
+                self._record(raw_request, response.status)
+                return response
             except rendering.StreamingError as e:
                 raw_response = e.args[0]
                 raise e.__cause__ or e from None
         except Exception as e:
+            self._record(raw_request, 500)
             if not self._errors:
                 raise
             self._errors[-1].append(e)
@@ -292,6 +310,10 @@ class FaithfulCluster(kmock.KubernetesEmulator):
             await self._stream_error(e, raw_response)
             await raw_response.write_eof()
             return raw_response
+
+    def _record(self, raw: aiohttp.web.BaseRequest, status: int) -> None:
+        self.served.append(Served(user=raw.get(_USER_KEY, ''), method=raw.method.upper(), path=raw.path,
+                                  query=raw.query_string, status=status))
 
     async def _handle(self, request: kmock.Request) -> aiohttp.web.StreamResponse:
         try:
@@ -316,6 +338,7 @@ class FaithfulCluster(kmock.KubernetesEmulator):
         if path == '/version':
             return aiohttp.web.json_response(discovery.VERSION_INFO)
         user = self._user(raw)
+        raw[_USER_KEY] = user.username
         attrs = self._attributes(user, method, path, params)
         if not self.authorize(attrs).allowed:
             return _status_response(rbac.forbidden_status(attrs), 403)

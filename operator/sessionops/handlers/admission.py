@@ -21,7 +21,7 @@ from sessionops.api.session import AgentSessionSpec
 from sessionops.configuration import ConfigError
 from sessionops.delegation.names import PARENT_RUN_LABEL
 from sessionops.runtime import Runtime
-from sessionops.scheduling.names import INPUT_FINALIZER, RUN_LABEL, SESSION_LABEL
+from sessionops.scheduling.names import INPUT_FINALIZER, RUN_LABEL, SESSION_FINALIZER, SESSION_LABEL
 from sessionops.scheduling.reconcile import owner_reference
 
 MUTATE = "sessionops-mutate"
@@ -80,6 +80,10 @@ async def mutate_session(body: kopf.Body, old: Any, operation: str, patch: kopf.
         raise _deny(r) from None
     except ConfigError as e:
         raise kopf.AdmissionError(f"sessionops has no valid configuration yet: {e}", code=503) from None
+    if operation == "CREATE" and SESSION_FINALIZER not in (body.metadata.get("finalizers") or []):
+        # kopf's finalizer, set at receipt: kopf's own finalizer patch on first sight would race
+        # the first status write (a resourceVersion-tested JSON patch: HTTP 422, then a retry).
+        patch.metadata["finalizers"] = [*(body.metadata.get("finalizers") or []), SESSION_FINALIZER]
     if snapshot is not None:
         wanted = snapshot.dump()
         if body.spec.get("contextSnapshot") != wanted:

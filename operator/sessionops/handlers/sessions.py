@@ -1,5 +1,8 @@
 """The session controller: every event of a session, its inputs or its runs reconciles
-the session (level-triggered; event handlers keep no kopf bookkeeping on the object)."""
+the session (level-triggered). Event handlers only: kopf keeps no finalizer, diff base or
+progress on sessions (each would be one more write per session, and kopf's first-sight
+finalizer patch collided with our first status write); the session's own finalizer is set
+at admission and dropped here once its thread is deleted."""
 
 from __future__ import annotations
 
@@ -12,7 +15,14 @@ from sessionops.api.run import TERMINAL_PHASES, RunPhase, WaitpointKind
 from sessionops.delegation.names import PARENT_RUN_LABEL, TREE_LABEL
 from sessionops.execution.reconcile import wake_held_runs
 from sessionops.runtime import Runtime
-from sessionops.scheduling.reconcile import reconcile_session, release_orphan, wake_held_back
+from sessionops.scheduling.names import SESSION_FINALIZER
+from sessionops.scheduling.reconcile import (
+    ensure_session_finalizer,
+    reconcile_session,
+    release_orphan,
+    release_session,
+    wake_held_back,
+)
 
 FREES_A_SLOT = TERMINAL_PHASES | {RunPhase.WAITING.value}
 """Run phases that no longer count against the tree's bound."""
@@ -33,15 +43,42 @@ def _bound(memo: Any) -> int:
 
 
 @kopf.on.event(GROUP, VERSION, "agentsessions")
-async def session_changed(body: kopf.Body, name: str, namespace: str, type: str | None, memo: Any,
-                          **_: Any) -> None:
-    await phases.observe(memo.runtime.kube, dict(body), deleted=type == "DELETED")
+async def session_changed(body: kopf.Body, type: str | None, memo: Any, **_: Any) -> None:
+    rt: Runtime = memo.runtime
+    rt.cache.see_session(dict(body), deleted=type == "DELETED")
+    await phases.observe(rt.kube, dict(body), deleted=type == "DELETED", listed=type is None)
     if type != "DELETED":
-        await reconcile_session(memo.runtime.kube, namespace, name, _bound(memo))
+        await settle_session(rt, dict(body))
+
+
+async def settle_session(rt: Runtime, session: dict[str, Any]) -> None:
+    """One pass over a session as it was just seen: its queue, and at the end of its life its
+    thread. Each step is idempotent (see ``reconcile_session`` and ``release_session``)."""
+    meta = session["metadata"]
+    deleting = bool(meta.get("deletionTimestamp"))
+    if not deleting and SESSION_FINALIZER not in (meta.get("finalizers") or []):
+        # Admitted before the webhook set it: added once; that write's event reconciles.
+        await ensure_session_finalizer(rt.kube, session)
+        return
+    await reconcile_session(rt.kube, meta["namespace"], meta["name"], rt.config.current.delegation_concurrency)
+    if deleting and SESSION_FINALIZER in (meta.get("finalizers") or []):
+        # The session's thread goes with it (deleting no rows is a no-op), then the session.
+        await checkpoints.adelete_thread(rt.checkpoint_dsn(meta["namespace"]), meta["uid"])
+        await release_session(rt.kube, session)
+
+
+async def resync_session(rt: Runtime, namespace: str, name: str) -> None:
+    """The safety scan's pass over a session the cache shows out of step."""
+    # Fresh: the cache only said where to look; the pass acts on what is true now.
+    session = await rt.kube.get("agentsessions", namespace, name)
+    if session is not None:
+        await settle_session(rt, session)
 
 
 @kopf.on.event(GROUP, VERSION, "agentinputs")
-async def input_changed(body: kopf.Body, spec: kopf.Spec, namespace: str, memo: Any, **_: Any) -> None:
+async def input_changed(body: kopf.Body, spec: kopf.Spec, namespace: str, type: str | None, memo: Any,
+                        **_: Any) -> None:
+    memo.runtime.cache.see_input(dict(body), deleted=type == "DELETED")
     if await release_orphan(memo.runtime.kube, dict(body)):
         return
     session = (spec.get("sessionRef") or {}).get("name")
@@ -52,7 +89,8 @@ async def input_changed(body: kopf.Body, spec: kopf.Spec, namespace: str, memo: 
 @kopf.on.event(GROUP, VERSION, "agentruns")
 async def run_changed(body: kopf.Body, spec: kopf.Spec, namespace: str, type: str | None, memo: Any,
                       **_: Any) -> None:
-    await phases.observe(memo.runtime.kube, dict(body), deleted=type == "DELETED")
+    memo.runtime.cache.see_run(dict(body), deleted=type == "DELETED")
+    await phases.observe(memo.runtime.kube, dict(body), deleted=type == "DELETED", listed=type is None)
     session = (spec.get("sessionRef") or {}).get("name")
     if session:
         await reconcile_session(memo.runtime.kube, namespace, session, _bound(memo))
@@ -61,18 +99,3 @@ async def run_changed(body: kopf.Body, spec: kopf.Spec, namespace: str, type: st
         await wake_held_back(memo.runtime.kube, namespace, root, _bound(memo))
         await wake_held_runs(memo.runtime.kube, memo.runtime.config.current, namespace, root,
                              credentials=memo.runtime.credentials)
-
-
-@kopf.timer(GROUP, VERSION, "agentsessions", interval=30, idle=10)
-async def session_resync(name: str, namespace: str, memo: Any, **_: Any) -> None:
-    """A safety net: a missed event is repaired within the interval."""
-    rt: Runtime = memo.runtime
-    await reconcile_session(rt.kube, namespace, name, _bound(memo))
-
-
-@kopf.on.delete(GROUP, VERSION, "agentsessions")
-async def session_deleted(uid: str, namespace: str, memo: Any, **_: Any) -> None:
-    """The session's thread goes with it (in its namespace's schema, with the admin credential).
-    Repeating is safe: deleting no rows is a no-op."""
-    rt: Runtime = memo.runtime
-    await checkpoints.adelete_thread(rt.checkpoint_dsn(namespace), uid)

@@ -7,6 +7,9 @@ SEQUENCE_LABEL = "sessionops.dev/sequence"
 CLAIMED_AT_LABEL = "sessionops.dev/claimed-at"  # the last receipt sequence seen when the run was claimed
 RUN_LABEL = "sessionops.dev/run"
 INPUT_FINALIZER = "sessionops.dev/input"
+SESSION_FINALIZER = "sessionops.dev/thread"
+"""Set at admission; dropped once the session's thread (its checkpoints) is deleted. Not kopf's
+finalizer: kopf would add its own with a patch that races our first status write."""
 
 
 def run_name(session: str, head_sequence: int) -> str:

@@ -19,7 +19,13 @@ from sessionops.delegation.names import PARENT_RUN_LABEL, PARENT_SESSION_LABEL, 
 from sessionops.kube import Conflict, Kube
 from sessionops.locks import coalesced
 from sessionops.scheduling import queue
-from sessionops.scheduling.names import CLAIMED_AT_LABEL, INPUT_FINALIZER, SEQUENCE_LABEL, SESSION_LABEL
+from sessionops.scheduling.names import (
+    CLAIMED_AT_LABEL,
+    INPUT_FINALIZER,
+    SEQUENCE_LABEL,
+    SESSION_FINALIZER,
+    SESSION_LABEL,
+)
 from sessionops.timestamps import parse
 
 logger = logging.getLogger(__name__)
@@ -149,4 +155,23 @@ async def drop_input_finalizer(kube: Kube, inp: dict[str, Any]) -> None:
     meta = inp["metadata"]
     finalizers = [f for f in meta.get("finalizers") or [] if f != INPUT_FINALIZER]
     await _ignore_gone(kube.patch("agentinputs", meta["namespace"], meta["name"],
+                                  {"metadata": {"finalizers": finalizers}}))
+
+
+async def ensure_session_finalizer(kube: Kube, session: dict[str, Any]) -> None:
+    """Hold a session (admitted before the webhook set the finalizer) until its thread is
+    deleted. Safe to repeat: a finalizer already present is left as it is."""
+    meta = session["metadata"]
+    finalizers = meta.get("finalizers") or []
+    if SESSION_FINALIZER not in finalizers:
+        await _ignore_gone(kube.patch("agentsessions", meta["namespace"], meta["name"],
+                                      {"metadata": {"finalizers": [*finalizers, SESSION_FINALIZER]}}))
+
+
+async def release_session(kube: Kube, session: dict[str, Any]) -> None:
+    """Let a deleting session go (its thread is deleted). Safe to repeat: a gone session or a
+    removed finalizer is done."""
+    meta = session["metadata"]
+    finalizers = [f for f in meta.get("finalizers") or [] if f != SESSION_FINALIZER]
+    await _ignore_gone(kube.patch("agentsessions", meta["namespace"], meta["name"],
                                   {"metadata": {"finalizers": finalizers}}))

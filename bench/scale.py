@@ -1,0 +1,231 @@
+"""The operator at scale: RSS and idle CPU at N sessions, a restart over them, and the cost
+of one accepted follow-up.
+
+    python bench/scale.py [--sizes 1000,5000,10000] [--idle 30] [--inputs 0] [--follow-ups 100]
+
+Prints JSON. Runs the local stack without the pod runner (runs stay Pending: a follow-up's
+path ends at its Job). The operator's CPU and RSS come from /proc for its process; requests
+are counted at the test cluster by the operator's identity. The test cluster runs inside
+this process: its CPU (``cluster_cpu_*``) is reported apart, so the operator's figures
+describe the product, not the emulator. See bench/README.md for running against a real
+cluster. Targets (issue 17): idle CPU <= 5 % of a core and RSS <= 300 MB at 10,000 sessions;
+a restart over idle sessions writes nothing and sees every session in <= 30 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests import pgserver  # noqa: E402
+from tests.e2e import manifests as m  # noqa: E402
+from tests.stack import Stack, running_stack  # noqa: E402
+
+NS = "team-a"
+API = f"/apis/sessionops.dev/v1alpha1/namespaces/{NS}"
+WRITES = {"POST", "PUT", "PATCH", "DELETE"}
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of a process so far (/proc/<pid>/stat fields 14 and 15)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+def rss_mb(pid: int) -> dict[str, float]:
+    status = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
+    return {"rss_mb": round(int(status["VmRSS"].split()[0]) / 1024, 1),
+            "peak_rss_mb": round(int(status["VmHWM"].split()[0]) / 1024, 1)}
+
+
+def verb(req: Any) -> str:
+    """``GET agentsessions`` style: method and resource (list/get told apart by a name)."""
+    parts = [p for p in req.path.split("/") if p]
+    if "namespaces" in parts and len(parts) > parts.index("namespaces") + 2:
+        rest = parts[parts.index("namespaces") + 2:]
+    else:
+        rest = parts[3:] if parts and parts[0] == "apis" else parts[2:]
+    resource = rest[0] if rest else "?"
+    sub = f"/{rest[2]}" if len(rest) > 2 else ""
+    method = req.method
+    if method == "GET":
+        method = "WATCH" if "watch" in req.query else ("GET" if len(rest) > 1 else "LIST")
+    return f"{method} {resource}{sub}"
+
+
+class Meter:
+    """CPU of the operator and of this process (the test cluster), and the operator's requests."""
+
+    def __init__(self, stack: Stack, cluster: Any) -> None:
+        self.stack, self.cluster = stack, cluster
+
+    def start(self) -> None:
+        assert self.stack.operator is not None
+        self.pid = self.stack.operator.pid
+        self.wall, self.op_cpu, self.own_cpu = time.monotonic(), cpu_seconds(self.pid), time.process_time()
+        self.since = len(self.cluster.served)
+
+    def stop(self) -> dict[str, Any]:
+        wall = time.monotonic() - self.wall
+        mine = [r for r in self.cluster.served[self.since:] if r.user == self.stack.operator_user]
+        by_verb = collections.Counter(verb(r) for r in mine)
+        return {"seconds": round(wall, 2), "operator_cpu_s": round(cpu_seconds(self.pid) - self.op_cpu, 3),
+                "cluster_cpu_s": round(time.process_time() - self.own_cpu, 3),
+                "operator_requests": len(mine), "operator_writes": sum(1 for r in mine if r.method in WRITES),
+                "operator_errors": sum(1 for r in mine if r.status >= 400),
+                "requests_by_verb": dict(by_verb.most_common())}
+
+
+async def post_all(cluster: Any, plural: str, bodies: list[dict[str, Any]], parallel: int = 16) -> None:
+    gate = asyncio.Semaphore(parallel)
+    connector = aiohttp.TCPConnector(ssl=cluster.client_ssl(), limit=parallel)
+    async with aiohttp.ClientSession(headers=cluster.admin_headers, connector=connector) as http:
+        async def one(body: dict[str, Any]) -> None:
+            async with gate:
+                for attempt in range(5):  # a webhook timeout under load: the client's retry
+                    async with http.post(cluster.api_url + API + "/" + plural, json=body) as r:
+                        if r.status in (201, 409):
+                            return
+                        text = await r.text()
+                    await asyncio.sleep(1 + attempt)
+                raise RuntimeError(f"creating {body['metadata']['name']}: {text[:300]}")
+        await asyncio.gather(*(one(b) for b in bodies))
+
+
+def settled_sessions(cluster: Any) -> int:
+    items = cluster.store.list(("sessionops.dev", "agentsessions"), NS)  # read-only, no copies
+    return sum(1 for s in items if (s.get("status") or {}).get("phase"))
+
+
+async def wait_quiet(stack: Stack, cluster: Any, quiet: float = 2.0, timeout: float = 900) -> float:
+    """Seconds until the operator made no request for ``quiet`` seconds (watches excluded)."""
+    start = time.monotonic()
+    last_count, last_change = -1, time.monotonic()
+    while time.monotonic() - start < timeout:
+        count = sum(1 for r in cluster.served if r.user == stack.operator_user and "watch" not in r.query)
+        if count != last_count:
+            last_count, last_change = count, time.monotonic()
+        elif time.monotonic() - last_change >= quiet:
+            return round(last_change - start, 2)
+        await asyncio.sleep(0.2)
+    raise TimeoutError("the operator never went quiet")
+
+
+async def metric(stack: Stack, name: str) -> float:
+    async with aiohttp.ClientSession() as http, \
+            http.get(f"http://127.0.0.1:{stack.metrics_port}/metrics") as r:
+        for line in (await r.text()).splitlines():
+            if line.startswith(name):
+                return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+async def restart(stack: Stack, cluster: Any, sessions: int) -> dict[str, Any]:
+    await stack.stop_operator()
+    meter = Meter(stack, cluster)
+    started = time.monotonic()
+    await stack.start_operator()
+    meter.start()
+    while await metric(stack, 'sessionops_watched_objects{kind="AgentSession"}') < sessions:
+        await asyncio.sleep(0.2)
+    all_cached = time.monotonic() - started
+    quiet = await wait_quiet(stack, cluster)
+    result = meter.stop()
+    result.update({"every_session_cached_s": round(all_cached, 2),
+                   "every_session_seen_s": round(time.monotonic() - started - 2.0, 2), "quiet_after_s": quiet})
+    return result
+
+
+async def follow_ups(stack: Stack, cluster: Any, count: int) -> dict[str, Any]:
+    """One follow-up to each of ``count`` idle sessions; CPU and requests until the operator is quiet."""
+    idle = [f"s{i}" for i in range(count)]
+    meter = Meter(stack, cluster)
+    meter.start()
+    await post_all(cluster, "agentinputs", [m.message(f"{s}-f", s, "go", delivery="FollowUp") for s in idle])
+    await wait_quiet(stack, cluster)
+    result = meter.stop()
+    writes = collections.Counter(k for k, v in result["requests_by_verb"].items() for _ in range(v)
+                                 if k.split()[0] in WRITES)
+    events = sum(v for k, v in writes.items() if k.endswith(" events"))
+    return {**result, "inputs": count,
+            "operator_cpu_ms_per_input": round(result["operator_cpu_s"] * 1000 / count, 1),
+            "requests_per_input": round(result["operator_requests"] / count, 2),
+            "object_writes_per_input": round((sum(writes.values()) - events) / count, 2),
+            "events_per_input": round(events / count, 2)}
+
+
+async def main(sizes: list[int], idle: float, inputs: int, follow: int) -> dict[str, Any]:
+    report: dict[str, Any] = {"benchmark": "scale", "sizes": {}, "targets": {
+        "idle_cpu_core_fraction_at_10000": 0.05, "rss_mb_at_10000": 300, "restart_writes": 0,
+        "restart_every_session_seen_s": 30, "operator_cpu_ms_per_input": 20, "requests_per_input": 15,
+        "object_writes_per_input": 6}}
+    with tempfile.TemporaryDirectory() as tmp:
+        async with running_stack(Path(tmp), pod_runner=False) as (stack, cluster):
+            await stack.apply(m.agent("bench"))
+            created = 0
+            for size in sizes:
+                meter = Meter(stack, cluster)
+                meter.start()
+                await post_all(cluster, "agentsessions", [m.session(f"s{i}", "bench") for i in range(created, size)])
+                while settled_sessions(cluster) < size:
+                    await asyncio.sleep(0.5)
+                await wait_quiet(stack, cluster)
+                creation = meter.stop()
+                created = size
+                meter = Meter(stack, cluster)
+                meter.start()
+                await asyncio.sleep(idle)
+                quiet = meter.stop()
+                report["sizes"][size] = {
+                    **rss_mb(stack.operator.pid),  # type: ignore[union-attr]
+                    "idle_cpu_core_fraction": round(quiet["operator_cpu_s"] / quiet["seconds"], 4),
+                    "idle_cluster_cpu_core_fraction": round(quiet["cluster_cpu_s"] / quiet["seconds"], 4),
+                    "idle_requests": quiet["requests_by_verb"],
+                    "creation": {k: creation[k] for k in ("seconds", "operator_cpu_s", "cluster_cpu_s",
+                                                          "operator_requests", "operator_writes", "operator_errors",
+                                                          "requests_by_verb")},
+                }
+                print(json.dumps({size: report["sizes"][size]}), file=sys.stderr, flush=True)
+            largest = sizes[-1]
+            report["restart"] = {"sessions": largest, **await restart(stack, cluster, largest)}
+            report["restart"].update(rss_mb(stack.operator.pid))  # type: ignore[union-attr]
+            if follow:
+                report["per_input"] = await follow_ups(stack, cluster, min(follow, largest))
+            if inputs:
+                # Inputs that stay in the store (one turn per session is claimed, the rest wait).
+                bodies = [m.message(f"s{i % largest}-q{i}", f"s{i % largest}", "later", delivery="FollowUp")
+                          for i in range(inputs)]
+                await post_all(cluster, "agentinputs", bodies)
+                await wait_quiet(stack, cluster, timeout=1800)
+                meter = Meter(stack, cluster)
+                meter.start()
+                await asyncio.sleep(idle)
+                quiet = meter.stop()
+                report["with_inputs"] = {"sessions": largest, "inputs": inputs, **rss_mb(stack.operator.pid),  # type: ignore[union-attr]
+                                         "idle_cpu_core_fraction": round(quiet["operator_cpu_s"] / quiet["seconds"], 4)}
+    return report
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="1000,5000,10000", help="session counts, ascending (comma-separated)")
+    parser.add_argument("--idle", type=float, default=30, help="seconds of idle measurement at each size")
+    parser.add_argument("--inputs", type=int, default=0, help="then create this many inputs and measure RSS")
+    parser.add_argument("--follow-ups", type=int, default=100, help="follow-ups for CPU and requests per input")
+    args = parser.parse_args()
+    with pgserver.database_url():
+        print(json.dumps(asyncio.run(main([int(s) for s in args.sizes.split(",")], args.idle, args.inputs,
+                                          args.follow_ups)), indent=2))

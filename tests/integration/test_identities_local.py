@@ -46,6 +46,8 @@ async def test_a_turn_runs_with_the_operators_and_the_workers_own_identities(loc
 
 async def test_alice_is_refused_what_her_edit_binding_does_not_grant(local: tuple) -> None:
     stack, _ = local
+    # edit reads the Secrets of the namespaces it is bound in (as kube-apiserver's bootstrap policy),
+    # never the operator's.
     secrets = await stack.kubectl("get", "secrets", "-n", OPERATOR_NS, check=False)
     assert secrets.returncode == 1 and ('User "alice" cannot list resource "secrets" in API group "" in the '
                                         f'namespace "{OPERATOR_NS}"') in secrets.stderr
@@ -56,7 +58,7 @@ async def test_alice_is_refused_what_her_edit_binding_does_not_grant(local: tupl
     assert (await stack.kubectl("auth", "can-i", "delegate", "agentruns.sessionops.dev",
                                 check=False)).stdout == "no\n"
     # The administrator may act as alice; alice may not act as anybody.
-    as_alice = await stack.kubectl("--as=alice", "get", "secrets", check=False, admin=True)
+    as_alice = await stack.kubectl("--as=alice", "get", "secrets", "-n", OPERATOR_NS, check=False, admin=True)
     assert 'User "alice" cannot list resource "secrets"' in as_alice.stderr
     assert (await stack.kubectl("--as=bob", "get", "agents", check=False)).returncode == 1
 

@@ -86,6 +86,7 @@ import yaml
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
+import sessionops
 from sessionops.worker.k8s import Conflict, WorkerKube
 from tests.podrunner import volumes
 from tests.podrunner.envresolve import EnvResolutionError, expand, quantity, resolve_env
@@ -105,6 +106,8 @@ TOKEN_SECONDS = 3607
 """Lifetime of a worker's token (a kubelet's default projected token lifetime)."""
 """Server-side timeout of one watch request; the watch is restarted after it."""
 MEMORY_SAMPLE_SECONDS = 0.1
+PACKAGE_ROOT = Path(sessionops.__file__).resolve().parents[1]
+"""The directory holding the ``sessionops`` package (``operator/`` of this checkout)."""
 BASE_ENV_KEYS = ("PATH", "LANG", "LC_ALL", "TZ", "PYTHONPATH", "VIRTUAL_ENV", "COVERAGE_PROCESS_START")
 """Host variables a container inherits (a real container gets its image's env, not the host's)."""
 
@@ -575,6 +578,11 @@ class PodRunner:
         user = self._user_of(pod, container)
         if argv[0] in ("python", "python3"):
             argv[0] = self._python_for(user[0], user[1]) if user else self.python
+            if argv[0] != self.python:
+                # That interpreter has none of the runner's site-packages (an editable install
+                # included): the image's code is this checkout's package, found by path.
+                process_env["PYTHONPATH"] = os.pathsep.join(
+                    p for p in (str(PACKAGE_ROOT), process_env.get("PYTHONPATH")) if p)
         log_path = self.log_dir / f"{namespace}_{pod_name}{'' if container is pod['spec']['containers'][0] else '_' + container['name']}.log"
         workdir.mkdir(parents=True, exist_ok=True)
         execution = Execution(namespace=namespace, job=job["metadata"]["name"], pod=pod_name, argv=argv,

@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench import apiwrites  # noqa: E402
 from bench.sidecar import start_tools  # noqa: E402
-from bench.worker import NS, _create, _database_secret, _env, grant_submitter  # noqa: E402
+from bench.worker import NS, _create, _env, prepare_namespace  # noqa: E402
 from sessionops.api.config import OperatorConfig  # noqa: E402
 from sessionops.api.snapshot import ContextSnapshot, SnapshotSource  # noqa: E402
 from sessionops.execution.jobs import job_body  # noqa: E402
@@ -81,13 +81,7 @@ def main() -> int:
     try:
         with running_replay_server(dirs=[tmp]) as replay, threaded_cluster(tmp / "kubeconfig", bookmark_interval=0.2) as cluster:
             kube = WorkerKube(load_api_client(str(tmp / "kubeconfig")))
-            for crd in sorted((ROOT / "crds").glob("*.yaml")):
-                kube.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
-                             body=yaml.safe_load(crd.read_text()))
-            kube.request("POST", "/api/v1/namespaces", body={"metadata": {"name": NS}})
-            _database_secret(kube, dsn)
-            _create(kube, "agents", {"kind": "Agent", "metadata": {"name": "helper"}, "spec": {"systemPrompt": "b"}})
-            grant_submitter(kube)
+            prepare_namespace(kube, dsn)
             model = f"replay/{scenario}"
             config = OperatorConfig.model_validate({"defaults": {"model": model}, "models": [
                 {"name": model, "provider": "replay", "model": scenario, "endpoint": f"{replay.url}/v1"}]})

@@ -97,6 +97,18 @@ def _database_secret(kube: WorkerKube, dsn: str) -> None:
         "metadata": {"name": "sessionops-worker-database"}, "stringData": {"dsn": worker_dsn}})
 
 
+def prepare_namespace(kube: WorkerKube, dsn: str) -> None:
+    """What a turn needs before its worker starts: the CRDs, the namespace, its database credential,
+    an Agent and the submitter's RBAC."""
+    for crd in sorted((ROOT / "crds").glob("*.yaml")):
+        kube.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+                     body=yaml.safe_load(crd.read_text()))
+    kube.request("POST", "/api/v1/namespaces", body={"metadata": {"name": NS}})
+    _database_secret(kube, dsn)
+    _create(kube, "agents", {"kind": "Agent", "metadata": {"name": "helper"}, "spec": {"systemPrompt": "b"}})
+    grant_submitter(kube)
+
+
 def _env(kube: WorkerKube, job: dict[str, Any], workdir: Path, kubeconfig: Path) -> dict[str, str]:
     container = job["spec"]["template"]["spec"]["containers"][0]
     pod = {"metadata": {"name": f"{job['metadata']['name']}-bench", "namespace": NS},
@@ -142,13 +154,7 @@ def main() -> int:
         with running_replay_server(dirs=[ROOT / "examples" / "replay"]) as replay, \
                 threaded_cluster(tmp / "kubeconfig", bookmark_interval=0.2) as cluster:
             kube = WorkerKube(load_api_client(str(tmp / "kubeconfig")))
-            for crd in sorted((ROOT / "crds").glob("*.yaml")):
-                kube.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
-                             body=yaml.safe_load(crd.read_text()))
-            kube.request("POST", "/api/v1/namespaces", body={"metadata": {"name": NS}})
-            _database_secret(kube, dsn)
-            _create(kube, "agents", {"kind": "Agent", "metadata": {"name": "helper"}, "spec": {"systemPrompt": "b"}})
-            grant_submitter(kube)
+            prepare_namespace(kube, dsn)
             config = OperatorConfig.model_validate({"defaults": {"model": "replay/hello"}, "models": [
                 {"name": "replay/hello", "provider": "replay", "model": "hello", "endpoint": f"{replay.url}/v1"}]})
             log = apiwrites.record(cluster)

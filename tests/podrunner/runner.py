@@ -447,10 +447,7 @@ class PodRunner:
                 "type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": UNSCHEDULABLE,
                 "lastProbeTime": None, "lastTransitionTime": _iso(started)}]})
             self._note(f"pod {namespace}/{pod_name}: Unschedulable (nodeSelector {selector})")
-            with self._lock:
-                self._seen[uid] = "failed-to-start"
-                self.not_started[name] = f"Unschedulable: {UNSCHEDULABLE}"
-            self._remove_finalizer(namespace, pod_name)
+            self._never_started(uid, name, namespace, pod_name, f"Unschedulable: {UNSCHEDULABLE}")
             return
 
         container = pod["spec"]["containers"][0]
@@ -470,14 +467,11 @@ class PodRunner:
                     "restartCount": 0, "started": False,
                     "state": {"waiting": {"reason": e.reason, "message": str(e)}}}]})
                 self._note(f"pod {namespace}/{pod_name}: {e.reason}: {e}")
-                with self._lock:
-                    self._seen[uid] = "failed-to-start"
-                    self.not_started[name] = f"{e.reason}: {e}"
-                self._remove_finalizer(namespace, pod_name)
+                self._never_started(uid, name, namespace, pod_name, f"{e.reason}: {e}")
                 return
 
         # Secret volumes first, as a kubelet mounts them before any container starts.
-        secret_base = self.scratch / namespace / pod_name / "secret-volumes"
+        secret_base = self._secret_volumes(namespace, pod_name)
         try:
             for spec in [*sidecars, container]:
                 volumes.materialize(pod, spec, self._lookup("secret"), secret_base)
@@ -545,10 +539,20 @@ class PodRunner:
             self.kube.request("POST", f"/api/v1/namespaces/{namespace}/events",
                               body=volumes.failed_mount_event(pod, error, NODE_NAME))
         self._note(f"pod {namespace}/{pod_name}: {volumes.EVENT_REASON}: {error}")
+        self._never_started(pod["metadata"]["labels"]["controller-uid"], job, namespace, pod_name,
+                            f"{volumes.EVENT_REASON}: {error}")
+
+    def _never_started(self, job_uid: str, job: str, namespace: str, pod_name: str, why: str) -> None:
+        """The Job's pod stays Pending for good (its status says why): recorded once, and the pod
+        is deletable (no process to wait for)."""
         with self._lock:
-            self._seen[pod["metadata"]["labels"]["controller-uid"]] = "failed-to-start"
-            self.not_started[job] = f"{volumes.EVENT_REASON}: {error}"
+            self._seen[job_uid] = "failed-to-start"
+            self.not_started[job] = why
         self._remove_finalizer(namespace, pod_name)
+
+    def _secret_volumes(self, namespace: str, pod_name: str) -> Path:
+        """Where a pod's secret volumes are written (and removed when the pod ends)."""
+        return self.scratch / namespace / pod_name / "secret-volumes"
 
     def _spawn(self, pod: dict[str, Any], job: dict[str, Any], container: dict[str, Any], env: dict[str, str],
                pod_volumes: dict[str, Path], kubeconfig: Path | None,
@@ -853,7 +857,7 @@ class PodRunner:
         except (ApiException, HTTPError, OSError) as e:  # the cluster may be stopping: the record stays right
             self._note(f"pod {ex.namespace}/{ex.pod}: status update failed: {e}")
         finally:
-            volumes.remove(self.scratch / ex.namespace / ex.pod / "secret-volumes")
+            volumes.remove(self._secret_volumes(ex.namespace, ex.pod))
             with self._changed:
                 ex.finished = finished
                 self._procs.pop(proc.job_uid, None)

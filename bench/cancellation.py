@@ -28,10 +28,10 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langgraph.checkpoint.postgres import PostgresSaver
 
-from sessionops import checkpoints
 from sessionops.agent import build_agent
 from sessionops.api.snapshot import ContextSnapshot
 from sessionops.cancellation import checkpoint_graph, cleanup_thread
+from sessionops.platform import checkpoints
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests import pgserver  # noqa: E402

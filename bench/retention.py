@@ -29,9 +29,9 @@ from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 
-from sessionops import checkpoints
 from sessionops.agent import build_agent
 from sessionops.api.snapshot import ContextSnapshot
+from sessionops.platform import checkpoints
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests import pgserver  # noqa: E402

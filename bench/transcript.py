@@ -38,9 +38,9 @@ from bench.worker import NS, _create, _env, prepare_namespace  # noqa: E402
 from sessionops.api.config import OperatorConfig  # noqa: E402
 from sessionops.api.snapshot import ContextSnapshot, SnapshotSource  # noqa: E402
 from sessionops.execution.jobs import job_body  # noqa: E402
-from sessionops.kube import load_api_client  # noqa: E402
+from sessionops.platform.kube import load_api_client  # noqa: E402
+from sessionops.platform.worker_kube import CUSTOM, WorkerKube  # noqa: E402
 from sessionops.replay import running_replay_server  # noqa: E402
-from sessionops.worker.k8s import CUSTOM, WorkerKube  # noqa: E402
 from tests import pgserver  # noqa: E402
 from tests.agent.pg import create_database, drop_database, server_url  # noqa: E402
 from tests.podrunner.threaded import threaded_cluster  # noqa: E402

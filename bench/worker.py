@@ -39,10 +39,10 @@ from bench.sidecar import start_tools  # noqa: E402
 from sessionops.api.config import OperatorConfig  # noqa: E402
 from sessionops.api.snapshot import ContextSnapshot, SnapshotSource  # noqa: E402
 from sessionops.execution.jobs import job_body  # noqa: E402
-from sessionops.kube import load_api_client  # noqa: E402
+from sessionops.platform.kube import load_api_client  # noqa: E402
+from sessionops.platform.worker_kube import CUSTOM, WorkerKube  # noqa: E402
 from sessionops.replay import running_replay_server  # noqa: E402
 from sessionops.toolbox.client import ToolboxClient  # noqa: E402
-from sessionops.worker.k8s import CUSTOM, WorkerKube  # noqa: E402
 from tests import pgserver  # noqa: E402
 from tests.agent.pg import create_database, drop_database, provision_namespace, server_url  # noqa: E402
 from tests.podrunner import volumes  # noqa: E402

@@ -35,7 +35,7 @@ import psycopg
 import psycopg.sql
 import yaml
 
-from sessionops import checkpoint_scope
+from sessionops.platform import checkpoint_scope
 
 ROOT = Path(__file__).resolve().parents[1]
 TOOLS = ROOT / ".tools" / "bin"

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from sessionops import podaccess
 from sessionops.admission.agents import check_agent, check_mcp_urls, check_static, recorded_author
 from sessionops.admission.errors import Rejection
 from sessionops.api.agent import AgentSpec
 from sessionops.api.config import McpEgress, WorkerConfig
 from sessionops.api.input import SubmittedBy
-from sessionops.egress import Policy
+from sessionops.policy import podaccess
+from sessionops.policy.egress import Policy
 
 
 def test_a_complete_agent_is_accepted() -> None:

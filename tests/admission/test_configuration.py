@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from sessionops.configuration import ConfigError, ConfigStore, parse_config
+from sessionops.platform.configuration import ConfigError, ConfigStore, parse_config
 
 GOOD = {"defaults": {"model": "replay/hello"},
         "models": [{"name": "replay/hello", "provider": "replay", "model": "hello"}]}

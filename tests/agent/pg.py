@@ -17,7 +17,7 @@ import pytest
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from sessionops import checkpoint_scope, checkpoints
+from sessionops.platform import checkpoint_scope, checkpoints
 from tests.stack import admin_dsn
 
 

@@ -6,8 +6,8 @@ import psycopg
 import pytest
 from langchain_core.messages import AIMessage
 
-from sessionops import checkpoints
 from sessionops.agent import build_agent
+from sessionops.platform import checkpoints
 from tests.agent.harness import say, snapshot, thread
 from tests.agent.pg import create_database, drop_database, server_url
 from tests.agent.scripted import ScriptedChatModel

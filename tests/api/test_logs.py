@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 
-from sessionops.logs import JsonFormatter, TextFormatter, ref
+from sessionops.platform.logs import JsonFormatter, TextFormatter, ref
 
 
 def test_a_record_becomes_one_json_object() -> None:
@@ -56,7 +56,7 @@ def test_text_lines_are_prefixed_with_the_object() -> None:
 
 
 def test_our_own_lines_name_the_object_the_same_way() -> None:
-    record = logging.LogRecord("sessionops.scans", logging.ERROR, __file__, 1, "scan failed", (), None)
+    record = logging.LogRecord("sessionops.manager.scans", logging.ERROR, __file__, 1, "scan failed", (), None)
     for key, value in ref({**BODY, "kind": "AgentRun"}).items():
         setattr(record, key, value)
     assert json.loads(JsonFormatter().format(record))["object"]["kind"] == "AgentRun"

@@ -13,7 +13,6 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.postgres import PostgresSaver
 
-from sessionops import checkpoints
 from sessionops.agent import AgentNodes, build_agent, node_names, waitpoint_from_state
 from sessionops.cancellation import (
     CANCEL_CONTENT,
@@ -27,6 +26,7 @@ from sessionops.cancellation import (
     missing_results,
 )
 from sessionops.cancellation.cleanup import STEP_CANCEL_RESULTS, STEP_CLEAR, STEP_MERGE
+from sessionops.platform import checkpoints
 from tests.agent.harness import say, snapshot, thread, tool_results
 from tests.agent.scripted import ScriptedChatModel, tool_call_id
 

@@ -13,10 +13,10 @@ import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from sessionops import checkpoint_scope, checkpoints
 from sessionops.agent import build_agent
 from sessionops.cancellation import CANCEL_CONTENT, checkpoint_graph
 from sessionops.cancellation.reconcile import clean_thread
+from sessionops.platform import checkpoint_scope, checkpoints
 from tests.agent.harness import say, thread
 from tests.agent.pg import create_database, drop_database, server_url
 from tests.agent.scripted import ScriptedChatModel

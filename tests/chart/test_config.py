@@ -9,7 +9,7 @@ from pathlib import Path
 import yaml
 
 from sessionops.api.config import OperatorConfig
-from sessionops.configuration import CONFIG_KEY, parse_config
+from sessionops.platform.configuration import CONFIG_KEY, parse_config
 from sessionops.replay.scenarios import load_scenario_dirs
 from tests.chart.helm import CHART, NAMESPACE, RELEASE, ROOT, Rendered, Renderer, parse_docs
 

@@ -237,7 +237,7 @@ def test_paths_are_where_kopf_serves_the_handlers(default: Rendered) -> None:
     id and kind (else kopf answers 404, which failurePolicy Fail turns into a rejection),
     and every registered handler must receive its requests.
     """
-    import sessionops.handlers.admission  # noqa: F401  (registers the handlers)
+    import sessionops.manager.handlers.admission  # noqa: F401  (registers the handlers)
 
     registry = kopf.get_default_registry()
     handlers = registry._webhooks.get_all_handlers()

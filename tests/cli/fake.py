@@ -14,7 +14,7 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from sessionops.scheduling.names import SESSION_LABEL
+from sessionops.api.names import SESSION_LABEL
 
 
 def api_exception(code: int, message: str, reason: str = "Forbidden", **details: Any) -> ApiException:

@@ -10,9 +10,9 @@ from typing import Any
 import psycopg
 import pytest
 
-from sessionops import checkpoint_scope
 from sessionops.api.config import OperatorConfig
 from sessionops.execution.credentials import CredentialError, NamespaceCredentials
+from sessionops.platform import checkpoint_scope
 from tests.agent.pg import create_database, drop_database, server_url
 
 pytestmark = pytest.mark.integration

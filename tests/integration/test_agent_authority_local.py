@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from sessionops import podaccess
+from sessionops.policy import podaccess
 from tests.e2e import manifests as m
 from tests.e2e.manifests import phase
 from tests.identities import RBAC_GROUP

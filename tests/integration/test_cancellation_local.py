@@ -114,7 +114,7 @@ async def test_workers_get_their_namespaces_own_database_role_as_a_file(local: t
 
     import psycopg
 
-    from sessionops import checkpoint_scope
+    from sessionops.platform import checkpoint_scope
 
     stack, _ = local
     name = f"c{uuid.uuid4().hex[:6]}"

@@ -15,7 +15,7 @@ import kubernetes
 import pytest
 import yaml
 
-from sessionops.kube import load_api_client
+from sessionops.platform.kube import load_api_client
 from tests import identities
 from tests.e2e import manifests as m
 from tests.e2e.manifests import PARENT_RUN, children_of, listed, phase, start_turn

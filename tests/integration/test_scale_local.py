@@ -15,7 +15,7 @@ import aiohttp
 import pytest
 import pytest_asyncio
 
-from sessionops.scheduling.names import SESSION_FINALIZER as FINALIZER
+from sessionops.api.names import SESSION_FINALIZER as FINALIZER
 from tests.e2e import manifests as m
 from tests.stack import Stack, running_stack
 

@@ -87,7 +87,7 @@ from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
 import sessionops
-from sessionops.worker.k8s import Conflict, WorkerKube
+from sessionops.platform.worker_kube import Conflict, WorkerKube
 from tests.podrunner import volumes
 from tests.podrunner.envresolve import EnvResolutionError, expand, quantity, resolve_env
 

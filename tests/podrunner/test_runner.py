@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from sessionops.kube import load_api_client
-from sessionops.worker.k8s import WorkerKube
+from sessionops.platform.kube import load_api_client
+from sessionops.platform.worker_kube import WorkerKube
 from tests.cluster import FaithfulCluster
 from tests.podrunner import PodRunner
 from tests.podrunner.runner import BASE_ENV_KEYS, FINALIZER
@@ -240,7 +240,7 @@ def test_the_cli_runs_jobs_until_terminated(kube: WorkerKube, tmp_path: Path) ->
 
 WHOAMI = """
 import json
-from sessionops.kube import load_api_client
+from sessionops.platform.kube import load_api_client
 from kubernetes.client import AuthorizationV1Api
 review = AuthorizationV1Api(load_api_client()).create_self_subject_access_review(
     {"spec": {"resourceAttributes": {"verb": "get", "resource": "pods", "namespace": "jobs"}}})

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from sessionops.worker.k8s import WorkerKube
+from sessionops.platform.worker_kube import WorkerKube
 from tests.podrunner import PodRunner, volumes
 from tests.podrunner.test_runner import NS, create, finished, job, kube, pods, runner, served, wait  # noqa: F401
 

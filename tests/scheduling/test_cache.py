@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from sessionops.cache import Cache
-from sessionops.scheduling.names import INPUT_FINALIZER, SESSION_FINALIZER
+from sessionops.api.names import INPUT_FINALIZER, SESSION_FINALIZER
+from sessionops.platform.cache import Cache
 
 
 def session(name: str, phase: str | None = "Idle", pending: int = 0, **meta: Any) -> dict[str, Any]:

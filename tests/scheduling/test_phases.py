@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sessionops import phases
+from sessionops.manager import phases
 
 
 class Events:

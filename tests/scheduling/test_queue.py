@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from sessionops.scheduling.names import INPUT_FINALIZER, SEQUENCE_LABEL
+from sessionops.api.names import INPUT_FINALIZER, SEQUENCE_LABEL
 from sessionops.scheduling.queue import NewRun, decide
 from sessionops.scheduling.reconcile import run_body
 from tests import factories

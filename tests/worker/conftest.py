@@ -10,9 +10,9 @@ import pytest
 import yaml
 
 from sessionops.api.config import OperatorConfig
-from sessionops.kube import load_api_client
+from sessionops.platform.kube import load_api_client
+from sessionops.platform.worker_kube import WorkerKube
 from sessionops.replay import ReplayServer, running_replay_server
-from sessionops.worker.k8s import WorkerKube
 from tests.agent.pg import pg_dsn, pg_template, provision_namespace  # noqa: F401  (fixtures)
 from tests.identities import api_path, chart_rbac, role_binding
 from tests.podrunner import PodRunner

@@ -18,16 +18,16 @@ from typing import Any
 
 from langgraph.types import StateSnapshot
 
-from sessionops import checkpoints
 from sessionops.api.agent import WorkerSettings
 from sessionops.api.config import OperatorConfig
 from sessionops.api.input import SubmittedBy
+from sessionops.api.names import SESSION_LABEL
 from sessionops.api.snapshot import ContextSnapshot, SnapshotSource
 from sessionops.cancellation import checkpoint_graph
 from sessionops.execution import jobs, segments
+from sessionops.platform import checkpoints
+from sessionops.platform.worker_kube import CUSTOM, WorkerKube
 from sessionops.replay import ReplayServer
-from sessionops.scheduling.names import SESSION_LABEL
-from sessionops.worker.k8s import CUSTOM, WorkerKube
 from tests import identities
 from tests.cluster import FaithfulCluster
 from tests.podrunner import Execution, PodRunner

@@ -11,8 +11,8 @@ from langchain_core.tools import ToolException
 
 from sessionops.api.snapshot import ContextSnapshot, SnapshotSource
 from sessionops.delegation.names import child_input_name, child_session_name
+from sessionops.platform.worker_kube import Conflict
 from sessionops.worker.delegation import Dispatcher
-from sessionops.worker.k8s import Conflict
 
 SNAP = ContextSnapshot(system_prompt="p", model="replay/hello", approval_mode="Default",
                        source=SnapshotSource(agent_name="helper", agent_uid="u", agent_generation=1, config_version="v"))

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from sessionops.api.config import McpEgress
-from sessionops.egress import Address, Policy
+from sessionops.policy.egress import Address, Policy
 from sessionops.worker.egress import EgressRefused, GuardedBackend
 from sessionops.worker.mcp import describe
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from sessionops.kube import load_api_client
-from sessionops.worker.k8s import WorkerKube
+from sessionops.platform.kube import load_api_client
+from sessionops.platform.worker_kube import WorkerKube
 from sessionops.worker.lease import LeaseLost, LeaseUnavailable, SessionLease, worker_identity
 from tests.podrunner.threaded import threaded_cluster
 

@@ -25,7 +25,7 @@ from mcp.server.fastmcp import Context, FastMCP
 
 from sessionops.api.config import McpEgress
 from sessionops.api.snapshot import McpServer, SecretHeaders
-from sessionops.egress import Policy
+from sessionops.policy.egress import Policy
 from sessionops.worker.access import Access
 from sessionops.worker.mcp import McpTools, server_connections
 from tests.worker.harness import ALICE, MCP_HEADER_SECRETS, NS, Stack

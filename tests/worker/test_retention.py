@@ -3,7 +3,7 @@ these tests: ``tests/worker/conftest.py``) and the turn goes on from the pruned 
 
 from __future__ import annotations
 
-from sessionops import checkpoints
+from sessionops.platform import checkpoints
 from tests.worker.harness import Stack
 
 

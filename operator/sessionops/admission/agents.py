@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from sessionops import podaccess
 from sessionops.admission.errors import Rejection, parse
 from sessionops.api import limits
 from sessionops.api.agent import AgentSpec
 from sessionops.api.config import WorkerConfig
 from sessionops.api.input import SubmittedBy
-from sessionops.egress import Policy
+from sessionops.policy import podaccess
+from sessionops.policy.egress import Policy
 
 
 def check_sizes(spec: dict[str, Any], parsed: AgentSpec) -> None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from sessionops import authz
 from sessionops.admission.errors import CONFLICT, FORBIDDEN, NOT_FOUND, Rejection
 from sessionops.admission.sessions import session_snapshot_on_create
 from sessionops.api.config import OperatorConfig
@@ -30,6 +29,7 @@ from sessionops.delegation.names import (
     depth,
     tree_root,
 )
+from sessionops.policy import authz
 
 FIELD = "spec.delegation.parentRun"
 

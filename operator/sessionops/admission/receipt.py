@@ -12,8 +12,8 @@ from sessionops.admission.errors import CONFLICT, Rejection
 from sessionops.admission.inputs import Receipt, active_turn, decide_receipt
 from sessionops.api.config import OperatorConfig
 from sessionops.api.input import InputKind
-from sessionops.kube import Conflict, Kube
-from sessionops.locks import lock
+from sessionops.platform.kube import Conflict, Kube
+from sessionops.platform.locks import lock
 
 # Bounded: every successful receipt or session status write moves the resourceVersion,
 # so under a burst a receipt may lose the race many times before it wins.

@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from sessionops.admission.status import Pod
-from sessionops.scheduling.names import RUN_LABEL, SESSION_LABEL
+from sessionops.api.names import RUN_LABEL, SESSION_LABEL
 
 GetPod = Callable[[str, str], Awaitable[dict[str, Any] | None]]
 

@@ -4,8 +4,9 @@ What belongs here: the built-in tools, the middleware (per-call approval, steeri
 tool access, limits), the graph builder on top of langchain's ``create_agent``, and
 the translation between pending interrupts and ``Waitpoint`` / resume commands.
 
-No Kubernetes I/O here: everything that needs the cluster (steer inputs, skill
-ConfigMaps, authorization) comes in as plain callables or mappings from the worker.
+No Kubernetes or database I/O here (the ``agent`` import contract): everything that needs the
+cluster (steer inputs, skill ConfigMaps, authorization, delegation) comes in as plain callables
+or mappings from the worker, and the checkpointer is handed in by the caller.
 """
 
 from sessionops.agent.builder import AgentNodes, SessionState, build_agent, compile_agent, node_names

@@ -26,7 +26,6 @@ TRUNCATION_MARKER = "\n[... truncated: {dropped} more characters ...]"
 CHUNK_OVERHEAD = 4 * 1024
 """Room left in a chunk for metadata (names, labels, owner reference, managed fields)."""
 REDACTED = "[REDACTED]"
-RUN_LABEL = "sessionops.dev/run"
 
 
 class StepKind(enum.StrEnum):

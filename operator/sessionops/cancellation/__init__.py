@@ -1,10 +1,11 @@
-"""Cancellation of a turn's checkpoint (ARCHITECTURE.md section 5, step 3).
+"""Cancellation of a turn (ARCHITECTURE.md section 5).
 
-What belongs here: the phase decision of a cancelling run (``flow.py``), the three
-guarded commits that leave a cancelled thread consistent (``cleanup.py``) and the
-checkpoint-only graph they run through (``checkpoint_graph.py``). Only the LangGraph state API is used: no model and no tool
-ever runs, and stored checkpoints are never edited directly. No Kubernetes I/O here:
-the operator stops the worker and holds the session before calling in.
+``flow`` decides the phases of a cancelling run (pure); ``reconcile`` is its adapter: it
+observes the writers (Job, pods, the session Lease), stops them, and only then runs the
+three guarded checkpoint commits of ``cleanup`` through the checkpoint-only graph of
+``checkpoint_graph``; ``transcript`` records the cancelled calls. The checkpoint steps use only
+the LangGraph state API and never Kubernetes (an import contract): no model or tool ever runs
+and stored checkpoints are never edited directly.
 """
 
 from sessionops.cancellation.checkpoint_graph import CheckpointOnlyError, checkpoint_graph

@@ -9,30 +9,27 @@ import datetime
 import logging
 from typing import Any
 
-from sessionops import GROUP, VERSION, checkpoints, metrics
+from sessionops import GROUP, VERSION
+from sessionops.api.names import RUN_LABEL, SESSION_LABEL, lease_name, owner_reference
 from sessionops.api.run import RunPhase
 from sessionops.api.snapshot import ContextSnapshot
-from sessionops.api.transcript import RUN_LABEL, chunk_name
+from sessionops.api.transcript import chunk_name
 from sessionops.cancellation import flow
 from sessionops.cancellation.checkpoint_graph import checkpoint_graph
 from sessionops.cancellation.cleanup import CANCEL_CONTENT, STEPS, CleanupError, CleanupReport, cleanup_thread
 from sessionops.cancellation.transcript import cancelled_steps, chunk_writes
 from sessionops.delegation import reconcile as delegation
-from sessionops.execution.segments import JobView
-from sessionops.kube import Kube
-from sessionops.locks import lock
-from sessionops.scheduling.names import SESSION_LABEL
-from sessionops.timestamps import parse
+from sessionops.platform import checkpoints, metrics
+from sessionops.platform.kube import Kube
+from sessionops.platform.locks import lock
+from sessionops.platform.timestamps import parse
+from sessionops.views.job import JobView
 
 logger = logging.getLogger(__name__)
 
 TRANSCRIPTS = "agenttranscripts"
 STEP_RECORD = "RecordCancelledCalls"
 """Not a checkpoint step (not in ``completedSteps``): named in the condition when it fails."""
-
-
-def lease_name(session: str) -> str:
-    return f"sessionops-{session}"
 
 
 async def observe(kube: Kube, run: dict[str, Any]) -> flow.Execution:
@@ -141,7 +138,6 @@ async def record_cancelled(kube: Kube, run: dict[str, Any], closed: list[str], n
                 "apiVersion": f"{GROUP}/{VERSION}", "kind": "AgentTranscript",
                 "metadata": {"name": chunk_name(name, index), "namespace": namespace,
                              "labels": {SESSION_LABEL: session, RUN_LABEL: name},
-                             "ownerReferences": [{"apiVersion": f"{GROUP}/{VERSION}", "kind": "AgentRun",
-                                                  "name": name, "uid": run["metadata"]["uid"]}]},
+                             "ownerReferences": [owner_reference(run, kind="AgentRun")]},
                 "spec": {"run": name, "session": session, "index": index, "steps": steps}})
     return len(new)

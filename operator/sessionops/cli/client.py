@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from sessionops import GROUP, VERSION
+from sessionops.api.names import SESSION_LABEL
 from sessionops.cli.errors import EXIT_USER, CliError
-from sessionops.scheduling.names import SESSION_LABEL
 
 SESSIONS, INPUTS, RUNS = "agentsessions", "agentinputs", "agentruns"
 SA_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")

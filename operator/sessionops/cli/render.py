@@ -14,7 +14,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from sessionops.scheduling.names import SEQUENCE_LABEL
+from sessionops.api.names import SEQUENCE_LABEL
 from sessionops.scheduling.queue import is_pending
 
 PLUGIN = "kubectl sessionops"

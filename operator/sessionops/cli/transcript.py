@@ -11,11 +11,10 @@ import yaml
 from rich.console import Console
 
 from sessionops import GROUP, VERSION
+from sessionops.api.names import RUN_LABEL, SESSION_LABEL
 from sessionops.api.run import TERMINAL_PHASES
-from sessionops.api.transcript import RUN_LABEL
 from sessionops.cli.client import INPUTS, REQUEST_TIMEOUT, RUNS, SESSIONS, Kube
 from sessionops.cli.errors import EXIT_NOT_FOUND, EXIT_OK, EXIT_TIMEOUT, CliError
-from sessionops.scheduling.names import SESSION_LABEL
 
 TRANSCRIPTS = "agenttranscripts"
 EXCERPT = 200

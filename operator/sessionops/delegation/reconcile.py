@@ -16,8 +16,8 @@ from sessionops.api.input import InputPhase
 from sessionops.api.run import TERMINAL_PHASES
 from sessionops.delegation import tree
 from sessionops.delegation.names import PARENT_RUN_LABEL, TREE_LABEL, child_input_name
-from sessionops.kube import Kube
-from sessionops.locks import lock
+from sessionops.platform.kube import Kube
+from sessionops.platform.locks import lock
 
 logger = logging.getLogger(__name__)
 

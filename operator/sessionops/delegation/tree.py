@@ -16,7 +16,7 @@ from typing import Any
 
 from sessionops.api.input import InputPhase
 from sessionops.api.run import TERMINAL_PHASES, ChildStatus, RunPhase, WaitpointKind
-from sessionops.timestamps import parse
+from sessionops.platform.timestamps import parse
 
 QUEUED = "Queued"
 """A child's phase before its queue claims the delegated input."""

@@ -1,4 +1,4 @@
-"""Before each worker Job: the Agent's pod-shaping fields are still allowed (``sessionops.podaccess``).
+"""Before each worker Job: the Agent's pod-shaping fields are still allowed (``sessionops.policy.podaccess``).
 
 Admission checked them for the requester and recorded that identity on the Agent; here the same
 checks run again for the recorded author against the current RBAC and the current image
@@ -12,10 +12,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from sessionops import podaccess
 from sessionops.api.agent import AgentSpec
 from sessionops.api.config import OperatorConfig
-from sessionops.kube import Kube
+from sessionops.platform.kube import Kube
+from sessionops.policy import podaccess
 
 REASON = "WorkerSettingsRefused"
 

@@ -20,10 +20,10 @@ import secrets
 import time
 from typing import Any
 
-from sessionops import checkpoint_scope
 from sessionops.api.config import OperatorConfig
-from sessionops.kube import Kube
-from sessionops.locks import lock
+from sessionops.platform import checkpoint_scope
+from sessionops.platform.kube import Kube
+from sessionops.platform.locks import lock
 
 logger = logging.getLogger(__name__)
 

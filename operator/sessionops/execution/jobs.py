@@ -6,7 +6,7 @@ from typing import Any
 
 from sessionops.api.agent import WorkerSettings
 from sessionops.api.config import ModelEntry, OperatorConfig
-from sessionops.scheduling.names import RUN_LABEL, SESSION_LABEL
+from sessionops.api.names import RUN_LABEL, SESSION_LABEL, owner_reference
 
 SEGMENT_LABEL = "sessionops.dev/segment"
 WORKDIR = "/work"
@@ -173,9 +173,7 @@ def job_body(run: dict[str, Any], segment: int, kind: str, *, config: OperatorCo
     return {
         "apiVersion": "batch/v1", "kind": "Job",
         "metadata": {"name": name, "namespace": meta["namespace"], "labels": labels,
-                     "ownerReferences": [{"apiVersion": run.get("apiVersion", "sessionops.dev/v1alpha1"),
-                                          "kind": "AgentRun", "name": meta["name"], "uid": meta["uid"],
-                                          "controller": True, "blockOwnerDeletion": True}]},
+                     "ownerReferences": [owner_reference(run, kind="AgentRun", controller=True, block_owner_deletion=True)]},
         "spec": {
             # The operator decides retries (from the last checkpoint), never the Job controller.
             "backoffLimit": 0,

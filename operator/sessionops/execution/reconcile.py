@@ -11,6 +11,7 @@ from typing import Any
 from sessionops.api import conditions
 from sessionops.api.agent import WorkerSettings
 from sessionops.api.config import OperatorConfig
+from sessionops.api.names import SESSION_LABEL
 from sessionops.api.run import RunPhase, SegmentKind, WaitpointKind
 from sessionops.api.run_conditions import with_phase
 from sessionops.delegation import reconcile as delegation
@@ -18,10 +19,10 @@ from sessionops.delegation import tree
 from sessionops.delegation.names import TREE_LABEL
 from sessionops.execution import authorship, jobs, segments
 from sessionops.execution.credentials import CredentialError, NamespaceCredentials
-from sessionops.kube import Conflict, Invalid, Kube
-from sessionops.locks import coalesced
-from sessionops.scheduling.names import SESSION_LABEL
-from sessionops.timestamps import iso
+from sessionops.platform.kube import Conflict, Invalid, Kube
+from sessionops.platform.locks import coalesced
+from sessionops.platform.timestamps import iso
+from sessionops.views.job import JobView
 
 logger = logging.getLogger(__name__)
 
@@ -54,7 +55,7 @@ async def _reconcile(kube: Kube, config: OperatorConfig, namespace: str, name: s
         return None
     last = ((run.get("status") or {}).get("segments") or [None])[-1]
     job = await kube.get_job(namespace, last["job"]) if last else None
-    if segments.JobView.of(job).finished:
+    if JobView.of(job).finished:
         # The run was read before the Job: a worker that wrote its verdict and exited between the
         # two reads would look Lost and be retried. Its write happened before its exit, which
         # happened before the Job finished, so a run read now includes it.
@@ -82,7 +83,7 @@ async def _pod_trouble(kube: Kube, namespace: str, last: dict[str, Any] | None,
     never a write: the happy path costs no API write for this)."""
     if last is None or last.get("outcome") is not None or job is None:
         return None
-    view = segments.JobView.of(job)
+    view = JobView.of(job)
     if view.started or view.finished:
         return None
     pods = await kube.job_pods(namespace, last["job"])

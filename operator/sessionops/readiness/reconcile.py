@@ -10,7 +10,7 @@ from typing import Any
 
 from sessionops.api.agent import AgentSpec
 from sessionops.api.config import OperatorConfig
-from sessionops.kube import Kube
+from sessionops.platform.kube import Kube
 from sessionops.readiness import agents
 
 SKILL_LABEL = "sessionops.dev/skill"

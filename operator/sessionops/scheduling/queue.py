@@ -13,9 +13,9 @@ from typing import Any
 
 from sessionops.api import conditions
 from sessionops.api.input import Delivery, InputKind, InputPhase
+from sessionops.api.names import CLAIMED_AT_LABEL, INPUT_FINALIZER, SEQUENCE_LABEL, run_name
 from sessionops.api.run import TERMINAL_PHASES, RunPhase
 from sessionops.api.session import SessionPhase
-from sessionops.scheduling.names import CLAIMED_AT_LABEL, INPUT_FINALIZER, SEQUENCE_LABEL, run_name
 
 
 @dataclasses.dataclass(frozen=True)

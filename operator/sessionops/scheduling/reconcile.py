@@ -10,33 +10,29 @@ import datetime
 import logging
 from typing import Any
 
-from kubernetes.client.exceptions import ApiException
-
-from sessionops import API_VERSION, metrics
+from sessionops import API_VERSION
 from sessionops.api.config import OperatorConfig
-from sessionops.delegation import reconcile as delegation
-from sessionops.delegation.names import PARENT_RUN_LABEL, PARENT_SESSION_LABEL, TREE_LABEL, tree_root
-from sessionops.kube import Conflict, Kube
-from sessionops.locks import coalesced
-from sessionops.scheduling import queue
-from sessionops.scheduling.names import (
+from sessionops.api.names import (
     CLAIMED_AT_LABEL,
     INPUT_FINALIZER,
     SEQUENCE_LABEL,
     SESSION_FINALIZER,
     SESSION_LABEL,
+    owner_reference,
 )
-from sessionops.timestamps import parse
+from sessionops.delegation import reconcile as delegation
+from sessionops.delegation.names import PARENT_RUN_LABEL, PARENT_SESSION_LABEL, TREE_LABEL, tree_root
+from sessionops.platform import metrics
+from sessionops.platform.errors import ApiException
+from sessionops.platform.kube import Conflict, Kube
+from sessionops.platform.locks import coalesced
+from sessionops.platform.timestamps import parse
+from sessionops.scheduling import queue
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_TREE_BOUND = OperatorConfig.model_fields["delegation_concurrency"].default
 
-
-
-def owner_reference(obj: dict[str, Any], *, controller: bool = True) -> dict[str, Any]:
-    return {"apiVersion": obj.get("apiVersion", API_VERSION), "kind": obj["kind"], "name": obj["metadata"]["name"],
-            "uid": obj["metadata"]["uid"], "controller": controller, "blockOwnerDeletion": True}
 
 
 def run_body(session: dict[str, Any], new: queue.NewRun) -> dict[str, Any]:
@@ -49,7 +45,7 @@ def run_body(session: dict[str, Any], new: queue.NewRun) -> dict[str, Any]:
                      "labels": {SESSION_LABEL: session["metadata"]["name"], SEQUENCE_LABEL: str(new.head_sequence),
                                 CLAIMED_AT_LABEL: str(new.claimed_at), TREE_LABEL: tree_root(session),
                                 **tree_labels},
-                     "ownerReferences": [owner_reference(session)]},
+                     "ownerReferences": [owner_reference(session, controller=True, block_owner_deletion=True)]},
         "spec": {"sessionRef": {"name": session["metadata"]["name"]}, "inputs": new.inputs,
                  "contextSnapshot": new.snapshot, "cancel": False},
     }

@@ -37,9 +37,10 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from sessionops import GROUP, authz
+from sessionops import GROUP
 from sessionops.api.input import SubmittedBy
-from sessionops.worker.k8s import WorkerKube
+from sessionops.platform.worker_kube import WorkerKube
+from sessionops.policy import authz
 
 MCP_SEPARATOR = "__"
 CACHE_SECONDS = 5.0

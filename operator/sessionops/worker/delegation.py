@@ -13,14 +13,14 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from kubernetes.client.exceptions import ApiException
 from langchain_core.tools import ToolException
 
 from sessionops.api.snapshot import ContextSnapshot
 from sessionops.delegation import tree
 from sessionops.delegation.names import PARENT_RUN_LABEL, child_input_name, child_session_name
+from sessionops.platform.errors import ApiException
+from sessionops.platform.worker_kube import Conflict, WorkerKube, status_message
 from sessionops.worker.access import Access, agent_check
-from sessionops.worker.k8s import Conflict, WorkerKube, status_message
 
 logger = logging.getLogger("sessionops.worker")
 

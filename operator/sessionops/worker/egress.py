@@ -1,4 +1,4 @@
-"""MCP connections that reach only allowed addresses (``sessionops.egress``), checked after DNS.
+"""MCP connections that reach only allowed addresses (``sessionops.policy.egress``), checked after DNS.
 
 Every TCP connection of an MCP client (the first one, reconnects, redirects) goes through
 ``GuardedBackend.connect_tcp``: it resolves the host once, refuses the connection when *any*
@@ -19,7 +19,7 @@ from typing import Any
 import httpcore
 import httpx
 
-from sessionops.egress import Address, Policy, literal_address
+from sessionops.policy.egress import Address, Policy, literal_address
 
 Resolver = Callable[[str, int], Awaitable[list[Address]]]
 

@@ -31,22 +31,18 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
-from sessionops.worker.k8s import Conflict, WorkerKube
+from sessionops.api.names import lease_name
+from sessionops.platform.errors import ApiException
+from sessionops.platform.worker_kube import Conflict, WorkerKube
 
 logger = logging.getLogger(__name__)
 
-LEASE_PREFIX = "sessionops-"
 POLL_SECONDS = 0.25
 """Poll interval while another holder has the Lease: releases are seen within it."""
 TERMINAL_POD_PHASES = frozenset({"Succeeded", "Failed", "Gone"})
 POD_IDENTITY = "pod:"
-
-
-def lease_name(session: str) -> str:
-    return f"{LEASE_PREFIX}{session}"
 
 
 def worker_identity(kube: WorkerKube, namespace: str, hostname: str, pid: int) -> str:

@@ -29,14 +29,14 @@ import threading
 from collections.abc import Coroutine, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from kubernetes.client.exceptions import ApiException
 from langchain_core.tools import BaseTool, StructuredTool, ToolException
 
 from sessionops.api.snapshot import McpServer
-from sessionops.egress import Policy
+from sessionops.platform.errors import ApiException
+from sessionops.platform.worker_kube import WorkerKube
+from sessionops.policy.egress import Policy
 from sessionops.worker.access import MCP_SEPARATOR, Access, mcp_server_check
 from sessionops.worker.egress import EgressRefused, Resolver, client_factory, resolve
-from sessionops.worker.k8s import WorkerKube
 
 if TYPE_CHECKING:
     from langchain_mcp_adapters.sessions import StreamableHttpConnection

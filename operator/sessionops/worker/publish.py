@@ -14,14 +14,14 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
 from sessionops import GROUP, VERSION
-from sessionops.api.transcript import RUN_LABEL, chunk_name, chunks
-from sessionops.scheduling.names import SESSION_LABEL
+from sessionops.api.names import RUN_LABEL, SESSION_LABEL, owner_reference
+from sessionops.api.transcript import chunk_name, chunks
+from sessionops.platform.errors import ApiException
+from sessionops.platform.worker_kube import Conflict, WorkerKube
 from sessionops.worker import transcript
-from sessionops.worker.k8s import Conflict, WorkerKube
 
 logger = logging.getLogger("sessionops.worker")
 
@@ -132,8 +132,7 @@ class Publisher:
         metadata: dict[str, Any] = {
             "name": chunk_name(meta["name"], index), "namespace": self.namespace,
             "labels": {SESSION_LABEL: session, RUN_LABEL: meta["name"]},
-            "ownerReferences": [{"apiVersion": f"{GROUP}/{VERSION}", "kind": "AgentRun", "name": meta["name"],
-                                 "uid": meta["uid"]}],
+            "ownerReferences": [owner_reference(self.run, kind="AgentRun")],
         }
         if index in self._versions:
             metadata["resourceVersion"] = self._versions[index]

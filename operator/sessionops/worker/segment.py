@@ -31,8 +31,6 @@ from types import FrameType
 from typing import Any, NoReturn
 
 import openai
-import psycopg
-from kubernetes.client.exceptions import ApiException
 from langchain_core.messages import BaseMessage
 from langgraph.checkpoint.postgres import PostgresSaver
 from langgraph.errors import GraphRecursionError
@@ -41,7 +39,6 @@ from langgraph.types import Command
 from pydantic import ValidationError
 from urllib3.exceptions import HTTPError
 
-from sessionops import checkpoints, egress, logs
 from sessionops.agent.builder import AgentNodes, build_agent
 from sessionops.agent.delegate import delegate_tool
 from sessionops.agent.steering import SteeringMiddleware
@@ -54,12 +51,15 @@ from sessionops.agent.waitpoints import (
 )
 from sessionops.api.run import RunPhase, SegmentKind, Usage, WaitpointKind
 from sessionops.api.snapshot import ContextSnapshot
+from sessionops.platform import checkpoints, logs
+from sessionops.platform.errors import ApiException
+from sessionops.platform.worker_kube import WorkerKube, writable
+from sessionops.policy import egress
 from sessionops.toolbox.client import ToolboxClient, ToolboxUnavailable
 from sessionops.worker import outcome, plan, thread, transcript
 from sessionops.worker.access import Access, agent_check, subjects_of
 from sessionops.worker.delegation import Dispatcher
 from sessionops.worker.env import EnvError, WorkerEnv
-from sessionops.worker.k8s import WorkerKube, writable
 from sessionops.worker.lease import LeaseLost, LeaseUnavailable, SessionLease, worker_identity
 from sessionops.worker.mcp import McpTools, server_connections
 from sessionops.worker.model import ModelUnavailable, chat_model
@@ -215,7 +215,7 @@ class Segment:
         Housekeeping, not a verdict: a failure is logged and the next segment prunes again."""
         try:
             deleted = checkpoints.prune(self.env.database_url, thread_id, self.env.checkpoint_retention)
-        except psycopg.Error as e:
+        except checkpoints.DatabaseError as e:
             logger.warning("run %s: checkpoint retention failed (%s); the next segment retries it",
                            self.env.run, type(e).__name__)
             return
@@ -332,7 +332,7 @@ def _dsn_secrets(dsn: str) -> list[str]:
 
 def _infrastructure(error: BaseException) -> bool:
     """Errors of the API server, the database or the Lease: never a verdict on the turn."""
-    return isinstance(error, psycopg.Error | ApiException | HTTPError | LeaseLost)
+    return isinstance(error, checkpoints.DatabaseError | ApiException | HTTPError | LeaseLost)
 
 
 def _lease_lost(error: LeaseLost) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from sessionops.worker.k8s import WorkerKube, writable
+from sessionops.platform.worker_kube import WorkerKube, writable
 from sessionops.worker.plan import steer_candidates, steer_text
 
 logger = logging.getLogger(__name__)

@@ -7,7 +7,7 @@ from collections.abc import Collection
 import aiohttp.web
 import kopf
 
-from sessionops.certificates import self_signed
+from sessionops.platform.certificates import self_signed
 
 API_REQUEST_MAX = 3 * 1024 * 1024
 """kube-apiserver's request body limit (``MaxRequestBodyBytes``): the largest object a review can carry."""

@@ -1,6 +1,6 @@
-"""The operator process: ``python -m sessionops.manager``.
+"""The operator process's wiring (run as ``python -m sessionops.manager``).
 
-kopf runs every handler in ``sessionops.handlers``; this module only wires settings,
+kopf runs every handler in ``sessionops.manager.handlers``; this module only wires settings,
 the webhook server, storages, the database schema and shared state.
 """
 
@@ -14,15 +14,16 @@ from typing import Any
 import kopf
 from kubernetes.client.exceptions import ApiException
 
-from sessionops import checkpoint_scope, logs, metrics, scans
-from sessionops.config_watch import ConfigWatcher
-from sessionops.configuration import ConfigStore
-from sessionops.kube import Kube, load_api_client
+from sessionops.api.names import RUN_LABEL
+from sessionops.manager import scans
+from sessionops.manager.config_watch import ConfigWatcher
+from sessionops.manager.runtime import Runtime
+from sessionops.platform import checkpoint_scope, logs, metrics
+from sessionops.platform.configuration import ConfigStore
+from sessionops.platform.kube import Kube, load_api_client
+from sessionops.platform.settings import Settings
+from sessionops.platform.webhook import WebhookServer
 from sessionops.readiness.reconcile import reconcile_namespace
-from sessionops.runtime import Runtime
-from sessionops.scheduling.names import RUN_LABEL
-from sessionops.settings import Settings
-from sessionops.webhook import WebhookServer
 
 logger = logging.getLogger(__name__)
 
@@ -109,17 +110,17 @@ async def cleanup(memo: Any, **_: Any) -> None:
 
 
 async def resync_session(rt: Runtime, namespace: str, name: str) -> None:
-    from sessionops.handlers.sessions import resync_session as resync
+    from sessionops.manager.handlers.sessions import resync_session as resync
     await resync(rt, namespace, name)
 
 
 def register_handlers() -> None:
-    import sessionops.handlers.admission  # noqa: F401
-    import sessionops.handlers.agents  # noqa: F401
-    import sessionops.handlers.cancellation  # noqa: F401
-    import sessionops.handlers.config  # noqa: F401
-    import sessionops.handlers.runs  # noqa: F401
-    import sessionops.handlers.sessions  # noqa: F401
+    import sessionops.manager.handlers.admission  # noqa: F401
+    import sessionops.manager.handlers.agents  # noqa: F401
+    import sessionops.manager.handlers.cancellation  # noqa: F401
+    import sessionops.manager.handlers.config  # noqa: F401
+    import sessionops.manager.handlers.runs  # noqa: F401
+    import sessionops.manager.handlers.sessions  # noqa: F401
 
 
 def main() -> None:
@@ -130,6 +131,3 @@ def main() -> None:
     kopf.run(clusterwide=True, standalone=settings.peering is None, peering_name=settings.peering or None,
              priority=random.randint(1, 2**31 - 1))
 
-
-if __name__ == "__main__":
-    main()

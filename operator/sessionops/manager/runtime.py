@@ -5,11 +5,11 @@ from __future__ import annotations
 import dataclasses
 
 from sessionops.admission.worker_pods import WorkerPods
-from sessionops.cache import Cache
-from sessionops.configuration import ConfigStore
 from sessionops.execution.credentials import NamespaceCredentials
-from sessionops.kube import Kube
-from sessionops.settings import Settings
+from sessionops.platform.cache import Cache
+from sessionops.platform.configuration import ConfigStore
+from sessionops.platform.kube import Kube
+from sessionops.platform.settings import Settings
 
 
 @dataclasses.dataclass

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from sessionops import metrics
 from sessionops.api import conditions
-from sessionops.kube import Kube
+from sessionops.platform import metrics
+from sessionops.platform.kube import Kube
 
 _seen: dict[tuple[str, str, str], str | None] = {}
 

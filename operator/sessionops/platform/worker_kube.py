@@ -19,10 +19,10 @@ from kubernetes.client.exceptions import ApiException
 
 from sessionops import GROUP, VERSION
 from sessionops.api.input import InputPhase
+from sessionops.api.names import RUN_LABEL, SESSION_LABEL
 from sessionops.api.run import RunPhase
-from sessionops.api.transcript import RUN_LABEL
-from sessionops.kube import load_api_client
-from sessionops.scheduling.names import SESSION_LABEL
+from sessionops.platform.errors import Conflict, status_message
+from sessionops.platform.kube import load_api_client
 
 logger = logging.getLogger(__name__)
 
@@ -37,18 +37,6 @@ REQUEST_TIMEOUT = (5.0, 30.0)
 
 OWNED_BY_CANCELLATION = frozenset({RunPhase.CANCELLING.value, RunPhase.CANCELLED.value})
 FINAL = frozenset({RunPhase.SUCCEEDED.value, RunPhase.FAILED.value, *OWNED_BY_CANCELLATION})
-
-
-def status_message(body: str | None) -> str:
-    """The ``message`` of a Kubernetes Status body (what admission said), or ''."""
-    try:
-        return str((json.loads(body or "") or {}).get("message") or "")
-    except (ValueError, AttributeError):
-        return ""
-
-
-class Conflict(Exception):
-    """409: the object changed since it was read (or the name exists)."""
 
 
 def cancelled(run: dict[str, Any]) -> bool:

@@ -13,16 +13,25 @@ from typing import Any
 
 import kopf
 
-from sessionops import GROUP, VERSION, authz, egress, metrics, podaccess
-from sessionops.admission import agents, delegated, inputs, namespaces, receipt, sessions, status
+from sessionops import GROUP, VERSION
+from sessionops.admission import (
+    agents,
+    delegated,
+    delegated_receipt,
+    inputs,
+    namespaces,
+    receipt,
+    sessions,
+    status,
+)
 from sessionops.admission.errors import FORBIDDEN, Rejection, parse
 from sessionops.api.input import AgentInputSpec
+from sessionops.api.names import INPUT_FINALIZER, SESSION_FINALIZER, SESSION_LABEL, owner_reference
 from sessionops.api.session import AgentSessionSpec
-from sessionops.configuration import ConfigError
-from sessionops.delegation.names import PARENT_RUN_LABEL
-from sessionops.runtime import Runtime
-from sessionops.scheduling.names import INPUT_FINALIZER, RUN_LABEL, SESSION_FINALIZER, SESSION_LABEL
-from sessionops.scheduling.reconcile import owner_reference
+from sessionops.manager.runtime import Runtime
+from sessionops.platform import metrics
+from sessionops.platform.configuration import ConfigError
+from sessionops.policy import authz, egress, podaccess
 
 MUTATE = "sessionops-mutate"
 VALIDATE = "sessionops-validate"
@@ -70,7 +79,11 @@ async def mutate_session(body: kopf.Body, old: Any, operation: str, patch: kopf.
         if operation == "CREATE":
             namespaces.check_served(body.metadata.namespace, config, rt.settings.namespace)
         if operation == "CREATE" and body.spec.get("delegation"):
-            snapshot = await _admit_child(rt, body, patch, userinfo)
+            child = await delegated_receipt.admit_child(rt.kube, rt.config.current, body.metadata.namespace,
+                                                        dict(body.spec), userinfo)
+            snapshot = child.snapshot
+            patch.metadata["labels"] = {**(body.metadata.labels or {}), **child.labels}
+            patch.metadata["ownerReferences"] = child.owner_references(body.metadata.get("ownerReferences") or [])
         elif operation == "CREATE":
             agent = await rt.kube.get("agents", body.metadata.namespace, agent_name) if agent_name else None
             snapshot = sessions.session_snapshot_on_create(dict(body.spec), agent, config)
@@ -92,67 +105,6 @@ async def mutate_session(body: kopf.Body, old: Any, operation: str, patch: kopf.
             patch.spec["contextSnapshot"] = wanted
 
 
-async def _check_delegate(rt: Runtime, userinfo: dict[str, Any], namespace: str, run: str) -> None:
-    """The requester may ``delegate`` on the run and, with a pod-bound token, is that run's worker."""
-    allowed, reason = await rt.kube.access_review(delegated.review_spec(userinfo, namespace, run))
-    if not allowed:
-        raise Rejection(delegated.FIELD, delegated.forbidden_message(userinfo, run, reason), FORBIDDEN)
-    if pod := delegated.pod_name(userinfo):
-        found = await rt.kube.get_pod(namespace, pod)
-        delegated.check_pod(userinfo, ((found or {}).get("metadata", {}).get("labels") or {}).get(RUN_LABEL), run)
-
-
-async def _parent_submitter(rt: Runtime, namespace: str, parent: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The first input of the parent run: whose turn it is."""
-    first = ((parent or {}).get("spec") or {}).get("inputs") or []
-    return await rt.kube.get("agentinputs", namespace, first[0]) if first else None
-
-
-async def _admit_child(rt: Runtime, body: kopf.Body, patch: kopf.Patch, userinfo: dict[str, Any]) -> Any:
-    """A delegated child session: the parent run may delegate, the requester may act for it;
-    the snapshot is frozen now; tree labels and the parent run's ownerReference are added."""
-    namespace, spec = body.metadata.namespace, dict(body.spec)
-    run_name = spec["delegation"]["parentRun"]
-    parent = delegated.check_parent(await rt.kube.get("agentruns", namespace, run_name), run_name)
-    await _check_delegate(rt, userinfo, namespace, run_name)
-    agent_name = (spec.get("agentRef") or {}).get("name", "")
-    inherit = spec["delegation"].get("inherit", True)
-    agent = None
-    if not inherit:
-        # The child acts for the parent's submitter: that person must be allowed to use the Agent.
-        submitted = ((await _parent_submitter(rt, namespace, parent) or {}).get("spec") or {}).get("submittedBy")
-        if submitted:
-            allowed, reason = await rt.kube.access_review(delegated.target_review_spec(submitted, namespace,
-                                                                                       agent_name))
-            if not allowed:
-                raise delegated.target_refused(submitted, agent_name, reason)
-        agent = await rt.kube.get("agents", namespace, agent_name) if agent_name else None
-    snapshot = delegated.child_snapshot(spec, parent, agent, rt.config.current)
-    parent_session = await rt.kube.get("agentsessions", namespace, parent["spec"]["sessionRef"]["name"])
-    labels = delegated.child_labels(parent, parent_session, rt.config.current.delegation_max_depth)
-    patch.metadata["labels"] = {**(body.metadata.labels or {}), **labels}
-    owners = [o for o in body.metadata.get("ownerReferences") or [] if o.get("uid") != parent["metadata"]["uid"]]
-    # Owned by the parent run: deleting the tree's root session removes the whole tree.
-    # No blockOwnerDeletion: with OwnerReferencesPermissionEnforcement it would require the
-    # worker to have update on agentruns/finalizers, and background deletion needs no block.
-    patch.metadata["ownerReferences"] = [*owners, {**owner_reference(parent), "blockOwnerDeletion": False}]
-    return snapshot
-
-
-async def _delegated_submitter(rt: Runtime, body: kopf.Body, userinfo: dict[str, Any]) -> dict[str, Any] | None:
-    """For an input labelled with a parent run: the parent's submitter (None: not delegated)."""
-    run_name = (body.metadata.labels or {}).get(PARENT_RUN_LABEL)
-    if not run_name:
-        return None
-    namespace = body.metadata.namespace
-    session = await rt.kube.get("agentsessions", namespace, (body.spec.get("sessionRef") or {}).get("name", ""))
-    parent = await rt.kube.get("agentruns", namespace, run_name)
-    submitted = delegated.delegated_submitter(session, parent, run_name, await _parent_submitter(rt, namespace, parent),
-                                              body.metadata.name or "", dict(body.spec))
-    await _check_delegate(rt, userinfo, namespace, run_name)
-    return submitted
-
-
 @kopf.on.mutate(GROUP, VERSION, "agentinputs", id=MUTATE, operations=["CREATE", "UPDATE"])
 @functools.partial(measured, "AgentInput")
 async def mutate_input(body: kopf.Body, old: Any, operation: str, patch: kopf.Patch, memo: Any,
@@ -168,7 +120,8 @@ async def mutate_input(body: kopf.Body, old: Any, operation: str, patch: kopf.Pa
     try:
         parse(AgentInputSpec, {k: v for k, v in body.spec.items() if k not in inputs.SERVER_OWNED})
         namespaces.check_served(body.metadata.namespace, rt.config.current, rt.settings.namespace)
-        on_behalf = await _delegated_submitter(rt, body, userinfo)
+        on_behalf = await delegated_receipt.submitter(rt.kube, body.metadata.namespace, dict(body.metadata.labels or {}),
+                                                       body.metadata.name or "", dict(body.spec), userinfo)
         allocated = await receipt.receive(rt.kube, rt.config.current, body.metadata.namespace, dict(body.spec),
                                           dry_run=dryrun)
     except Rejection as r:
@@ -188,8 +141,8 @@ async def mutate_input(body: kopf.Body, old: Any, operation: str, patch: kopf.Pa
     owners = [o for o in body.metadata.get("ownerReferences") or [] if o.get("kind") != "AgentSession"]
     # No blockOwnerDeletion: under OwnerReferencesPermissionEnforcement it would require every
     # sender to have update on agentsessions/finalizers; the input goes with its session anyway.
-    patch.metadata["ownerReferences"] = [*owners, {**owner_reference(allocated.session, controller=False),
-                                                   "blockOwnerDeletion": False}]
+    patch.metadata["ownerReferences"] = [*owners, owner_reference(allocated.session, controller=False,
+                                                                  block_owner_deletion=False)]
 
 
 @kopf.on.validate(GROUP, VERSION, "agentinputs", id=VALIDATE, operations=["CREATE", "UPDATE"])
@@ -203,7 +156,9 @@ async def validate_input(body: kopf.Body, old: Any, operation: str, userinfo: di
                 raise kopf.AdmissionError(f"spec.{key}: missing: the input was not admitted by the "
                                           "sessionops mutating webhook", code=422)
         try:
-            on_behalf = await _delegated_submitter(memo.runtime, body, userinfo)
+            on_behalf = await delegated_receipt.submitter(memo.runtime.kube, body.metadata.namespace,
+                                                       dict(body.metadata.labels or {}), body.metadata.name or "",
+                                                       dict(body.spec), userinfo)
         except Rejection as r:
             raise _deny(r) from None
         if on_behalf is not None:

@@ -9,8 +9,8 @@ from typing import Any
 import kopf
 
 from sessionops import GROUP, VERSION
+from sessionops.manager.runtime import Runtime
 from sessionops.readiness.reconcile import SKILL_LABEL, reconcile_agent, reconcile_namespace
-from sessionops.runtime import Runtime
 
 
 @kopf.on.event(GROUP, VERSION, "agents")

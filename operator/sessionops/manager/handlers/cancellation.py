@@ -1,4 +1,4 @@
-"""Cancellation: run and Job events drive it; ``sessionops.scans`` is the recovery scan for
+"""Cancellation: run and Job events drive it; ``sessionops.manager.scans`` is the recovery scan for
 Cancelling runs (a failed step, a Job still stopping, an operator restart mid-cleanup)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import kopf
 
 from sessionops import GROUP, VERSION
 from sessionops.cancellation.reconcile import reconcile_cancel
-from sessionops.runtime import Runtime
+from sessionops.manager.runtime import Runtime
 
 
 def _cancelling(spec: kopf.Spec, status: kopf.Status, **_: Any) -> bool:

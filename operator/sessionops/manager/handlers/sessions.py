@@ -10,12 +10,14 @@ from typing import Any
 
 import kopf
 
-from sessionops import GROUP, VERSION, checkpoints, phases
+from sessionops import GROUP, VERSION
+from sessionops.api.names import SESSION_FINALIZER
 from sessionops.api.run import TERMINAL_PHASES, RunPhase, WaitpointKind
 from sessionops.delegation.names import PARENT_RUN_LABEL, TREE_LABEL
 from sessionops.execution.reconcile import wake_held_runs
-from sessionops.runtime import Runtime
-from sessionops.scheduling.names import SESSION_FINALIZER
+from sessionops.manager import phases
+from sessionops.manager.runtime import Runtime
+from sessionops.platform import checkpoints
 from sessionops.scheduling.reconcile import (
     ensure_session_finalizer,
     reconcile_session,

@@ -6,7 +6,7 @@ from typing import Any
 
 import kopf
 
-from sessionops.config_watch import ConfigWatcher
+from sessionops.manager.config_watch import ConfigWatcher
 
 
 def _ours(namespace: str | None, name: str | None, memo: Any, **_: Any) -> bool:

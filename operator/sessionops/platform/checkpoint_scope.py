@@ -25,7 +25,7 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from sessionops import checkpoints
+from sessionops.platform import checkpoints
 
 PREFIX = "sessionops_"
 _MAX_IDENT = 63

@@ -38,10 +38,10 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from sessionops import authz
 from sessionops.api.agent import AgentSpec, WorkerSettings
 from sessionops.api.config import WorkerConfig
 from sessionops.api.input import SubmittedBy
+from sessionops.policy import authz
 
 AUTHOR_ANNOTATION = "sessionops.dev/worker-settings-author"
 """Who last set the Agent's pod-shaping fields (JSON of ``SubmittedBy``); written by admission only."""

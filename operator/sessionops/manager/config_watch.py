@@ -1,5 +1,5 @@
 """Keeps the ConfigStore in step with the ConfigMap, as the watch delivers it (a kopf event
-handler, ``sessionops.handlers.config``); invalid versions are reported once."""
+handler, ``sessionops.manager.handlers.config``); invalid versions are reported once."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from sessionops.configuration import ConfigError
-from sessionops.runtime import Runtime
+from sessionops.manager.runtime import Runtime
+from sessionops.platform.configuration import ConfigError
 
 logger = logging.getLogger(__name__)
 

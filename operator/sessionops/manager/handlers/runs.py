@@ -1,4 +1,4 @@
-"""The run controller: run events and Job events (``sessionops.scans`` handles timeouts)."""
+"""The run controller: run events and Job events (``sessionops.manager.scans`` handles timeouts)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ from typing import Any
 import kopf
 
 from sessionops import GROUP, VERSION
+from sessionops.api.names import RUN_LABEL
 from sessionops.cancellation.reconcile import reconcile_cancel
 from sessionops.delegation.names import PARENT_RUN_LABEL
 from sessionops.execution.reconcile import reconcile_run
-from sessionops.runtime import Runtime
-from sessionops.scheduling.names import RUN_LABEL
+from sessionops.manager.runtime import Runtime
 
 
 @kopf.on.event(GROUP, VERSION, "agentruns")

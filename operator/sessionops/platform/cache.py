@@ -13,8 +13,8 @@ import dataclasses
 from typing import Any
 
 from sessionops.api.input import InputKind, InputPhase
+from sessionops.api.names import INPUT_FINALIZER, SESSION_FINALIZER
 from sessionops.api.run import TERMINAL_PHASES
-from sessionops.scheduling.names import INPUT_FINALIZER, SESSION_FINALIZER
 
 Key = tuple[str, str]
 """(namespace, name)."""

@@ -3,7 +3,7 @@
 Time-based decisions (a Job that never starts, a cleanup step to retry after a failure,
 an operator restart mid-cancellation) need a pass without an event. kopf timers would put
 a finalizer and bookkeeping writes on every object; these scans read the watch-fed cache
-(``sessionops.cache``) instead of listing, and visit only unfinished runs and the sessions
+(``sessionops.platform.cache``) instead of listing, and visit only unfinished runs and the sessions
 that look out of step. Each pass is a normal, idempotent reconcile.
 """
 
@@ -13,10 +13,11 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
-from sessionops import API_VERSION, logs
+from sessionops import API_VERSION
 from sessionops.cancellation.reconcile import reconcile_cancel
 from sessionops.execution.reconcile import reconcile_run
-from sessionops.runtime import Runtime
+from sessionops.manager.runtime import Runtime
+from sessionops.platform import logs
 
 logger = logging.getLogger(__name__)
 

@@ -20,6 +20,10 @@ from langgraph.checkpoint.postgres import PostgresSaver
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from psycopg.rows import dict_row
 
+DatabaseError = psycopg.Error
+"""Any failure of the database (connection, query, transaction): what callers outside the
+platform catch instead of importing the driver."""
+
 CONNECTION_KWARGS: dict[str, Any] = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
 """What the savers require: autocommit (each write is durable on its own), no prepared
 statements (poolers such as PgBouncer), rows as dicts."""

@@ -1,6 +1,8 @@
-"""The Kubernetes adapter: the only place (with the worker's own adapter) that talks to
-the API server. It wraps the official ``kubernetes`` client; calls run in a dedicated
-thread pool so that kopf's event loop never blocks on I/O."""
+"""The operator's Kubernetes adapter. With the worker's (``worker_kube``) and the kubectl
+plugin's client (``sessionops.cli.client``) it is the only code that talks to the API server
+(the ``clients`` import contract). It wraps the official ``kubernetes`` client; calls run in a
+dedicated thread pool so that kopf's event loop never blocks on I/O.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +11,6 @@ import concurrent.futures
 import contextlib
 import datetime
 import functools
-import json
 import os
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -18,6 +19,7 @@ import kubernetes
 from kubernetes.client.exceptions import ApiException
 
 from sessionops import GROUP, VERSION
+from sessionops.platform.errors import Conflict, Invalid, status_message
 
 T = TypeVar("T")
 
@@ -33,22 +35,6 @@ def load_api_client(kubeconfig: str | None = None, pool_size: int = 32) -> kuber
     # The default pool of 4 connections serializes concurrent admissions.
     configuration.connection_pool_maxsize = pool_size
     return kubernetes.client.ApiClient(configuration)
-
-
-class Conflict(Exception):
-    """409 from the API server: a stale resourceVersion or an existing name."""
-
-
-class Invalid(Exception):
-    """422 from the API server: the object is invalid (the message names the fields)."""
-
-
-def status_message(body: str | bytes | None) -> str:
-    """The ``message`` of a Status response body, or "" when there is none."""
-    try:
-        return str(json.loads(body or "").get("message") or "")
-    except (ValueError, AttributeError):  # not a JSON Status: the caller falls back to the reason
-        return ""
 
 
 async def _or_none(call: Awaitable[T]) -> T | None:

@@ -1,0 +1,3 @@
+from sessionops.manager.main import main
+
+main()

@@ -1,0 +1,14 @@
+"""The platform: everything that touches the world outside a decision, kept below the controllers.
+
+- ``kube``: the operator's Kubernetes adapter (async, a thread pool under kopf's loop);
+  ``worker_kube``: the worker's (synchronous, compare-and-swap writes). These two and the
+  kubectl plugin's ``cli.client`` are the only modules that call the API server.
+- ``checkpoints`` and ``checkpoint_scope``: PostgreSQL (the LangGraph saver, per-namespace
+  schemas and roles).
+- ``cache``: what the watches delivered, for scans that must not reread the API server.
+- ``locks``, ``timestamps``, ``logs``, ``metrics``, ``certificates``, ``webhook``: process plumbing.
+- ``settings`` (environment) and ``configuration`` (the operator ConfigMap).
+
+Nothing here decides what to do with a session, an input or a run: it imports only the API
+types (``sessionops.api``), never a controller.
+"""

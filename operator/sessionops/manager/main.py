@@ -12,7 +12,6 @@ import random
 from typing import Any
 
 import kopf
-from kubernetes.client.exceptions import ApiException
 
 from sessionops.api.names import RUN_LABEL
 from sessionops.manager import scans
@@ -54,16 +53,6 @@ def configure_kopf(kopf_settings: kopf.OperatorSettings, settings: Settings) -> 
     kopf_settings.admission.managed = None
 
 
-async def ensure_peering(kube: Kube, name: str) -> None:
-    """kopf waits for its ClusterKopfPeering object but never creates it. 409 means done."""
-    body = {"apiVersion": "kopf.dev/v1", "kind": "ClusterKopfPeering", "metadata": {"name": name}}
-    try:
-        await kube.call(kube.custom.create_cluster_custom_object, "kopf.dev", "v1", "clusterkopfpeerings", body)
-    except ApiException as e:
-        if e.status != 409:
-            raise
-
-
 async def build_runtime(settings: Settings) -> tuple[Runtime, ConfigWatcher]:
     rt = Runtime(settings=settings, kube=Kube(load_api_client()), config=ConfigStore())
     # A new configuration may add or drop the model or a Secret an Agent relies on.
@@ -88,7 +77,7 @@ async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     metrics.WATCHED.labels(kind="AgentInput").set_function(lambda: len(cache.inputs))
     metrics.WATCHED.labels(kind="AgentRun").set_function(lambda: len(cache.unfinished_runs))
     if ours.peering:
-        await ensure_peering(memo.runtime.kube, ours.peering)
+        await memo.runtime.kube.create_peering(ours.peering)
     memo.scan_task = asyncio.create_task(
         scans.run_forever(memo.runtime, ours.scan_seconds, resync_session),
         name="recovery-scan")

@@ -180,6 +180,15 @@ class Kube:
                 raise
             await self.call(self.core.replace_namespaced_secret, body["metadata"]["name"], namespace, body)
 
+    async def create_peering(self, name: str) -> None:
+        """kopf waits for its ClusterKopfPeering object but never creates it. Safe to repeat: 409 means done."""
+        body = {"apiVersion": "kopf.dev/v1", "kind": "ClusterKopfPeering", "metadata": {"name": name}}
+        try:
+            await self.call(self.custom.create_cluster_custom_object, "kopf.dev", "v1", "clusterkopfpeerings", body)
+        except ApiException as e:
+            if e.status != 409:
+                raise
+
     async def list_agents(self, namespace: str | None = None) -> list[dict[str, Any]]:
         if namespace is None:
             result = await self.call(self.custom.list_cluster_custom_object, GROUP, VERSION, "agents")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import inspect
 import logging
@@ -16,6 +15,7 @@ import kopf
 from sessionops import GROUP, VERSION
 from sessionops.admission import (
     agents,
+    authority,
     delegated,
     delegated_receipt,
     inputs,
@@ -24,7 +24,7 @@ from sessionops.admission import (
     sessions,
     status,
 )
-from sessionops.admission.errors import FORBIDDEN, Rejection, parse
+from sessionops.admission.errors import Rejection, parse
 from sessionops.api.input import AgentInputSpec
 from sessionops.api.names import INPUT_FINALIZER, SESSION_FINALIZER, SESSION_LABEL, owner_reference
 from sessionops.api.session import AgentSessionSpec
@@ -222,21 +222,12 @@ async def validate_agent(body: kopf.Body, old: Any, operation: str, userinfo: di
                             "server-owned: set by the sessionops mutating webhook to who set the worker settings")
         if old_spec is None or podaccess.authored_fields(spec) != podaccess.authored_fields(old_spec):
             agents.check_static(parsed, config.worker)
-            await _check_needs(rt, podaccess.needs(parsed, config.worker), requester, body.metadata.namespace)
+            await authority.check_needs(rt.kube, podaccess.needs(parsed, config.worker), requester,
+                                        body.metadata.namespace)
     except Rejection as r:
         raise _deny(r) from None
     except ConfigError as e:
         raise kopf.AdmissionError(f"sessionops has no valid configuration yet: {e}", code=503) from None
-
-
-async def _check_needs(rt: Runtime, needs: list[podaccess.Need], subject: Any, namespace: str) -> None:
-    """Every permission the fields need, asked of the API server for ``subject``; all refusals named."""
-    answers = await asyncio.gather(*(rt.kube.access_review(n.review_spec(subject, namespace)) for n in needs))
-    refused = [f"{n.field}: {n.refusal(subject, namespace, reason)}" for n, (ok, reason) in zip(needs, answers,
-                                                                                              strict=True) if not ok]
-    if refused:
-        first, _, message = refused[0].partition(": ")
-        raise Rejection(first, "; ".join([message, *refused[1:]]), FORBIDDEN)
 
 
 @kopf.on.validate(GROUP, VERSION, "agentruns", id=VALIDATE, operations=["UPDATE"])

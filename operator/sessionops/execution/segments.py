@@ -74,8 +74,238 @@ class RunPlan:
     status: dict[str, Any] = dataclasses.field(default_factory=dict)  # merge patch of run status
 
 
-def _phase(run: dict[str, Any]) -> str | None:
-    return (run.get("status") or {}).get("phase")
+@dataclasses.dataclass(frozen=True)
+class _Pass:
+    """What one decision reads: the run (segments copied, so a step may close the last one),
+    its last segment's Job, the pending answers, and the operator's bounds."""
+
+    run: dict[str, Any]
+    segments: list[dict[str, Any]]
+    job: JobView
+    resume_inputs: list[dict[str, Any]]
+    now: datetime.datetime
+    max_retries: int
+    start_timeout_seconds: int
+    delegation_due: bool
+    pod_trouble: PodTrouble | None
+    config_error_seconds: int
+
+    @property
+    def name(self) -> str:
+        return self.run["metadata"]["name"]
+
+    @property
+    def status(self) -> dict[str, Any]:
+        return self.run.get("status") or {}
+
+    @property
+    def phase(self) -> str | None:
+        return self.status.get("phase")
+
+    @property
+    def last(self) -> dict[str, Any]:
+        return self.segments[-1]
+
+    @property
+    def in_flight(self) -> bool:
+        """The last segment has no outcome yet: its Job decides what happens next."""
+        return bool(self.segments) and self.last.get("outcome") is None
+
+    @property
+    def unstarted_for(self) -> float | None:
+        """Seconds since the in-flight segment's Job was created while no pod of it has started;
+        None when it started, finished, or its age is unknown."""
+        view = self.job
+        if not self.in_flight or not view.exists or view.finished or view.started or view.created_at is None:
+            return None
+        return (self.now - view.created_at).total_seconds()
+
+
+def decide(run: dict[str, Any], job: dict[str, Any] | None, resume_inputs: list[dict[str, Any]], *,
+           now: datetime.datetime, max_retries: int, start_timeout_seconds: int,
+           delegation_due: bool = False, pod_trouble: PodTrouble | None = None,
+           config_error_seconds: int = 60) -> RunPlan:
+    """``job`` is the Job of the last segment; ``resume_inputs`` the pending Resume inputs naming this run;
+    ``delegation_due``: a Delegation waitpoint may resume (its children ended or its deadline passed);
+    ``pod_trouble``: why the last segment's pod does not run (``config_error_seconds`` after the Job's
+    creation, a configuration error fails the run without retries: a new pod would fail the same way).
+    The cases are tried in order (``_CASES``); the first that applies decides the pass."""
+    given = _Pass(run=run, segments=[dict(s) for s in (run.get("status") or {}).get("segments") or []],
+                  job=JobView.of(job), resume_inputs=resume_inputs, now=now, max_retries=max_retries,
+                  start_timeout_seconds=start_timeout_seconds, delegation_due=delegation_due,
+                  pod_trouble=pod_trouble, config_error_seconds=config_error_seconds)
+    for case in _CASES:
+        if (plan := case(given)) is not None:
+            return plan
+    return RunPlan()
+
+
+def _cancellation_owns_the_run(p: _Pass) -> RunPlan | None:
+    """A run asked to cancel, or Cancelling, belongs to the cancellation controller: nothing to do."""
+    if (p.run.get("spec") or {}).get("cancel") or p.phase == RunPhase.CANCELLING.value:
+        return RunPlan()
+    return None
+
+
+def _ended_before_any_segment(p: _Pass) -> RunPlan | None:
+    """A run that ended before its first segment starts none."""
+    return RunPlan() if not p.segments and p.phase in TERMINAL_PHASES else None
+
+
+def _first_segment(p: _Pass) -> RunPlan | None:
+    """A new run records its Start segment and is Pending."""
+    if p.segments:
+        return None
+    plan = RunPlan()
+    segments, plan.start_segment = _next(p.segments, SegmentKind.START.value, p.now, p.name)
+    plan.status = with_phase(p.run, {"phase": RunPhase.PENDING.value, "segments": segments}, p.now)
+    return plan
+
+
+def _job_create_was_lost(p: _Pass) -> RunPlan | None:
+    """A segment recorded in an earlier pass whose Job create was lost: create it again (same name)."""
+    if not p.in_flight or p.job.exists:
+        return None
+    return RunPlan(start_segment=(len(p.segments), p.last["kind"], p.last.get("input")))
+
+
+# A run in one of these phases once its Job finished: the worker wrote it, the segment's verdict.
+_VERDICTS = (RunPhase.WAITING.value, RunPhase.SUCCEEDED.value, RunPhase.FAILED.value)
+
+
+def _worker_wrote_a_verdict(p: _Pass) -> RunPlan | None:
+    """A finished Job whose worker wrote Waiting, Succeeded or Failed closes its segment with that verdict."""
+    if not p.in_flight or not p.job.finished or p.phase not in _VERDICTS:
+        return None
+    return RunPlan(status={"segments": _closed(p, p.phase)})
+
+
+def _pod_lost(p: _Pass) -> RunPlan | None:
+    """A finished Job without the worker's verdict (the pod died or exited silently) is Lost: retry, bounded."""
+    if not p.in_flight or not p.job.finished:
+        return None
+    p.last["reason"] = p.job.reason or "the worker exited without writing a result"
+    return _retry_or_fail(p, RunPlan(), _closed(p, LOST))
+
+
+def _configuration_error(p: _Pass) -> RunPlan | None:
+    """A pod that cannot start for a configuration reason (after ``config_error_seconds``) fails the run."""
+    # No Retry segment: a new pod would meet the same missing Secret or image.
+    age, trouble = p.unstarted_for, p.pod_trouble
+    if age is None or trouble is None or not trouble.config_error or age <= p.config_error_seconds:
+        return None
+    last = p.last
+    last.update(outcome=NOT_STARTED, finishedAt=iso(p.now), reason=f"{trouble.reason}: {trouble.message}")
+    message = f"segment {last['name']}: pod {trouble.pod}: {trouble.reason}: {trouble.message}"
+    return RunPlan(delete_job=last["job"], status=with_phase(
+        p.run, {"segments": p.segments, "phase": RunPhase.FAILED.value, "waitpoint": None}, p.now,
+        reason=trouble.reason, message=message,
+        extra=[conditions.condition(READY, False, trouble.reason, f"pod {trouble.pod}: {trouble.message}")]))
+
+
+def _never_started(p: _Pass) -> RunPlan | None:
+    """A Job with no started pod after the start timeout is NotStarted: delete it and retry, bounded."""
+    age = p.unstarted_for
+    if age is None or age <= p.start_timeout_seconds:
+        return None
+    p.last["reason"] = f"no pod started within {p.start_timeout_seconds}s"
+    return _retry_or_fail(p, RunPlan(delete_job=p.last["job"]), _closed(p, NOT_STARTED))
+
+
+def _pod_trouble_shown(p: _Pass) -> RunPlan | None:
+    """A pod not started yet that reports trouble: Ready shows it (no write when it already does)."""
+    if p.unstarted_for is None or p.pod_trouble is None:
+        return None
+    ready = _pod_ready(p.run, p.pod_trouble, p.now)
+    return RunPlan(status={"conditions": ready}) if ready is not None else None
+
+
+def _segment_under_way(p: _Pass) -> RunPlan | None:
+    """A segment whose pod runs, or starts without trouble: nothing to do until its Job says more."""
+    return RunPlan() if p.in_flight else None
+
+
+def _delegation_answered(p: _Pass) -> RunPlan | None:
+    """A run waiting on its children resumes once they ended or its deadline passed, else it waits."""
+    # No input answers a delegation: the worker reads the children's outcomes.
+    if p.phase != RunPhase.WAITING.value or _waitpoint(p).get("kind") != WaitpointKind.DELEGATION.value:
+        return None
+    if not p.delegation_due:
+        return RunPlan()
+    plan = RunPlan()
+    segments, plan.start_segment = _next(p.segments, SegmentKind.RESUME.value, p.now, p.name)
+    plan.status = _resuming(p.run, segments, p.now)
+    return plan
+
+
+def _stale_answer(p: _Pass) -> RunPlan | None:
+    """The oldest pending answer names an older waitpoint: reject it, the run does not resume."""
+    if p.phase != RunPhase.WAITING.value or (inp := _oldest(p.resume_inputs)) is None:
+        return None
+    waitpoint_id = (inp.get("spec") or {}).get("waitpointId")
+    if waitpoint_id == _waitpoint(p).get("id"):
+        return None
+    return RunPlan(reject_input=(inp["metadata"]["name"], f'stale waitpoint "{waitpoint_id}"'))
+
+
+def _answered(p: _Pass) -> RunPlan | None:
+    """The oldest pending answer names the current waitpoint: a Resume segment consumes it."""
+    if p.phase != RunPhase.WAITING.value or (inp := _oldest(p.resume_inputs)) is None:
+        return None
+    name = inp["metadata"]["name"]
+    plan = RunPlan(consume_input=name)
+    segments, plan.start_segment = _next(p.segments, SegmentKind.RESUME.value, p.now, p.name, name)
+    plan.status = _resuming(p.run, segments, p.now)
+    return plan
+
+
+# In order: each case may rely on the earlier ones not applying (e.g. a finished Job is Lost
+# only when the worker wrote no verdict).
+_CASES = (
+    _cancellation_owns_the_run,
+    _ended_before_any_segment,
+    _first_segment,
+    _job_create_was_lost,
+    _worker_wrote_a_verdict,
+    _pod_lost,
+    _configuration_error,
+    _never_started,
+    _pod_trouble_shown,
+    _segment_under_way,
+    _delegation_answered,
+    _stale_answer,
+    _answered,
+)
+
+
+def _closed(p: _Pass, outcome: str) -> list[dict[str, Any]]:
+    """The run's segments with the last one closed with ``outcome``."""
+    p.last.update(outcome=outcome, finishedAt=iso(p.now))
+    return p.segments
+
+
+def _retry_or_fail(p: _Pass, plan: RunPlan, segments: list[dict[str, Any]]) -> RunPlan:
+    """After an infrastructure failure: a Retry segment while fewer than ``max_retries`` ran,
+    else the run fails with InfrastructureFailure."""
+    retries = sum(1 for s in segments if s["kind"] == SegmentKind.RETRY.value)
+    if retries < p.max_retries:
+        segments, plan.start_segment = _next(segments, SegmentKind.RETRY.value, p.now, p.name)
+        plan.status = with_phase(p.run, {"segments": segments, "phase": RunPhase.PENDING.value}, p.now)
+    else:
+        last = segments[-1]
+        plan.status = with_phase(p.run, {"segments": segments, "phase": RunPhase.FAILED.value, "waitpoint": None},
+                                 p.now, reason="InfrastructureFailure",
+                                 message=f"segment {last['name']}: {last['reason']} (after {retries} retries)")
+    return plan
+
+
+def _waitpoint(p: _Pass) -> dict[str, Any]:
+    return p.status.get("waitpoint") or {}
+
+
+def _oldest(inputs: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The pending answer with the lowest sequence (the first of equals)."""
+    return min(inputs, key=lambda i: int((i.get("spec") or {}).get("sequence") or 0), default=None)
 
 
 def _next(segments: list[dict[str, Any]], kind: str, now: datetime.datetime, run_name: str,
@@ -96,111 +326,12 @@ def _pod_ready(run: dict[str, Any], trouble: PodTrouble, now: datetime.datetime)
     return None if result == current else result
 
 
-def decide(run: dict[str, Any], job: dict[str, Any] | None, resume_inputs: list[dict[str, Any]], *,
-           now: datetime.datetime, max_retries: int, start_timeout_seconds: int,
-           delegation_due: bool = False, pod_trouble: PodTrouble | None = None,
-           config_error_seconds: int = 60) -> RunPlan:
-    """``job`` is the Job of the last segment; ``resume_inputs`` the pending Resume inputs naming this run;
-    ``delegation_due``: a Delegation waitpoint may resume (its children ended or its deadline passed);
-    ``pod_trouble``: why the last segment's pod does not run (``config_error_seconds`` after the Job's
-    creation, a configuration error fails the run without retries: a new pod would fail the same way)."""
-    plan = RunPlan()
-    name = run["metadata"]["name"]
-    status = run.get("status") or {}
-    phase = _phase(run)
-    segments = [dict(s) for s in status.get("segments") or []]
-    if (run.get("spec") or {}).get("cancel") or phase == RunPhase.CANCELLING.value:
-        return plan  # the cancellation controller owns the run from here
-    if not segments:
-        if phase in TERMINAL_PHASES:
-            return plan
-        segments, plan.start_segment = _next(segments, SegmentKind.START.value, now, name)
-        plan.status = with_phase(run, {"phase": RunPhase.PENDING.value, "segments": segments}, now)
-        return plan
-
-    last = segments[-1]
-    view = JobView.of(job)
-    if last.get("outcome") is None:
-        verdict = None
-        if not view.exists:
-            # Created in an earlier pass whose Job create was lost: create it again (same name).
-            plan.start_segment = (len(segments), last["kind"], last.get("input"))
-            return plan
-        if view.finished:
-            if phase in (RunPhase.WAITING.value, RunPhase.SUCCEEDED.value, RunPhase.FAILED.value):
-                verdict = phase
-            else:
-                verdict = LOST
-                last["reason"] = view.reason or "the worker exited without writing a result"
-        elif not view.started and view.created_at is not None:
-            age = (now - view.created_at).total_seconds()
-            if pod_trouble is not None and pod_trouble.config_error and age > config_error_seconds:
-                return _config_error(run, segments, pod_trouble, now, plan)
-            if age > start_timeout_seconds:
-                verdict = NOT_STARTED
-                last["reason"] = f"no pod started within {start_timeout_seconds}s"
-                plan.delete_job = last["job"]
-            elif pod_trouble is not None and (ready := _pod_ready(run, pod_trouble, now)) is not None:
-                plan.status = {"conditions": ready}
-        if verdict is None:
-            return plan
-        last["outcome"] = verdict
-        last["finishedAt"] = iso(now)
-        segments[-1] = last
-        plan.status = {"segments": segments}
-        if verdict in (LOST, NOT_STARTED):
-            retries = sum(1 for s in segments if s["kind"] == SegmentKind.RETRY.value)
-            if retries < max_retries:
-                segments, plan.start_segment = _next(segments, SegmentKind.RETRY.value, now, name)
-                plan.status = with_phase(run, {"segments": segments, "phase": RunPhase.PENDING.value}, now)
-            else:
-                plan.status = with_phase(run, {"segments": segments, "phase": RunPhase.FAILED.value, "waitpoint": None},
-                                         now, reason="InfrastructureFailure",
-                                         message=f"segment {last['name']}: {last['reason']} (after {retries} retries)")
-        return plan
-
-    if phase == RunPhase.WAITING.value:
-        waitpoint = status.get("waitpoint") or {}
-        if waitpoint.get("kind") == WaitpointKind.DELEGATION.value:
-            # No input answers a delegation: the worker reads the children's outcomes.
-            if delegation_due:
-                segments, plan.start_segment = _next(segments, SegmentKind.RESUME.value, now, name)
-                plan.status = _resuming(run, segments, now)
-            return plan
-        for inp in sorted(resume_inputs, key=lambda i: int((i.get("spec") or {}).get("sequence") or 0)):
-            spec = inp.get("spec") or {}
-            if spec.get("waitpointId") != waitpoint.get("id"):
-                plan.reject_input = (inp["metadata"]["name"], f'stale waitpoint "{spec.get("waitpointId")}"')
-                return plan
-            segments, plan.start_segment = _next(segments, SegmentKind.RESUME.value, now, name,
-                                                 inp["metadata"]["name"])
-            plan.consume_input = inp["metadata"]["name"]
-            plan.status = _resuming(run, segments, now)
-            return plan
-    return plan
-
-
 def _resuming(run: dict[str, Any], segments: list[dict[str, Any]], now: datetime.datetime) -> dict[str, Any]:
     """A resumed run is Running (never Waiting again for this waitpoint) before its pod starts:
     Ready says so until the worker reports from inside the pod."""
     return with_phase(run, {"segments": segments, "phase": RunPhase.RUNNING.value}, now,
                       extra=[conditions.condition(READY, False, "PodPending", "the worker pod of the resumed "
                                                                                "segment has not started yet")])
-
-
-def _config_error(run: dict[str, Any], segments: list[dict[str, Any]], trouble: PodTrouble,
-                  now: datetime.datetime, plan: RunPlan) -> RunPlan:
-    """The pod cannot start for a configuration reason: fail the run with the pod's own reason
-    and stop its Job. No Retry segment: a new pod would meet the same missing Secret or image."""
-    last = segments[-1]
-    last.update(outcome=NOT_STARTED, finishedAt=iso(now), reason=f"{trouble.reason}: {trouble.message}")
-    message = f"segment {last['name']}: pod {trouble.pod}: {trouble.reason}: {trouble.message}"
-    plan.delete_job = last["job"]
-    plan.status = with_phase(run, {"segments": segments, "phase": RunPhase.FAILED.value, "waitpoint": None}, now,
-                             reason=trouble.reason, message=message,
-                             extra=[conditions.condition(READY, False, trouble.reason,
-                                                         f"pod {trouble.pod}: {trouble.message}")])
-    return plan
 
 
 def pending_resumes(inputs: list[dict[str, Any]], run_name: str) -> list[dict[str, Any]]:

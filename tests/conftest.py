@@ -7,6 +7,7 @@ embedded server started here for the whole run; pytest-xdist workers inherit its
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
 import subprocess
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -17,9 +18,11 @@ import pytest
 from tests import pgserver
 from tests.cluster import FaithfulCluster, running_cluster
 from tests.cluster.client import ApiClient
-from tests.stack import ROOT, Completed, run_cli
+from tests.stack import GO_BINARY, ROOT, Completed, run_cli
 
 TOOLS = ROOT / '.tools' / 'bin'
+# The test cluster decodes protobuf requests with this checkout's kubectl, whatever PATH says.
+os.environ.setdefault(*GO_BINARY)
 
 
 # One implementation of "run a CLI without blocking the loop the test API server serves from".

@@ -37,7 +37,9 @@ import psycopg
 
 from tests import pgserver
 from tests.stack import (
+    GO_BINARY,
     OPERATOR_NS,
+    POD_RUNNER_ARGS,
     ROOT,
     TOOLS,
     USER,
@@ -165,7 +167,7 @@ def up(model: DemoModel) -> None:
 
     cluster = _spawn("cluster", "-m", "tests.cluster", "serve", "--kubeconfig", str(admin_kubeconfig),
                      "--token-auth-file", str(tokens), "--pod-logs", str(DEV / "pods"),
-                     "--service", f"{OPERATOR_NS}/{WEBHOOK_SERVICE}=127.0.0.1:{webhook_port}")
+                     "--service", f"{OPERATOR_NS}/{WEBHOOK_SERVICE}=127.0.0.1:{webhook_port}", env=dict([GO_BINARY]))
     _record("cluster", cluster)
     _wait_line("cluster", r"serving (https://\S+)", cluster)
     kubeconfig = kubeconfig_with_token(admin_kubeconfig, DEV / "kubeconfig", user_token, NAMESPACE)
@@ -187,7 +189,7 @@ def up(model: DemoModel) -> None:
                                  "stringData": {"api-key": model.api_key}}, NAMESPACE, admin=True))
 
     runner = _spawn("podrunner", "-m", "tests.podrunner", "--kubeconfig", str(admin_kubeconfig),
-                    "--workdirs", str(DEV / "workdirs"), "--log-dir", str(DEV / "pods"))
+                    "--workdirs", str(DEV / "workdirs"), "--log-dir", str(DEV / "pods"), *POD_RUNNER_ARGS)
     _record("podrunner", runner)
     operator = _spawn("operator", "-m", "sessionops.manager", env=stack.operator_env)
     _record("operator", operator)

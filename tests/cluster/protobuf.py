@@ -171,7 +171,6 @@ def _split_tag(tag: str) -> list[str]:
 def _find_binary() -> Path | None:
     explicit = os.environ.get('FAITHFUL_CLUSTER_GO_BINARY')
     candidates = [Path(explicit)] if explicit else []
-    candidates.append(Path(__file__).resolve().parents[2] / '.tools' / 'bin' / 'kubectl')
     found = shutil.which('kubectl')
     if found:
         candidates.append(Path(found))

@@ -32,14 +32,16 @@ reason ``Completed`` / ``Error`` / ``OOMKilled``) and the Job ``succeeded`` / ``
 ``SuccessCriteriaMet``, or ``Failed`` after ``FailureTarget``, reason
 ``BackoffLimitExceeded``) with ``completionTime``.
 
-Volumes: the ``emptyDir`` named ``work`` maps to ``<workdirs>/<namespace>/<session label>``
-(when root, a symlink to a directory other UIDs can reach, moved back when the runner stops)
-and is KEPT across the segments of a session, so a Retry finds the files of the crashed segment. A real cluster's emptyDir
-lives and dies with one pod: there a new segment starts with an empty work directory.
+Volumes: the ``emptyDir`` named ``work`` maps to ``<workdirs>/<namespace>/<key>`` (when root, a
+symlink to a directory other UIDs can reach, moved back when the runner stops), where the key is
+the value of the Job's ``workdir_label`` (a constructor argument; sessionops passes its session
+label), else the Job's name. It is KEPT across the Jobs with the same key, so a Retry finds the
+files of the crashed Job. A real cluster's emptyDir lives and dies with one pod: there a new Job
+starts with an empty work directory.
 Other emptyDirs map to a per-pod directory. Env values naming a mount path (e.g.
 ``SESSIONOPS_WORKDIR=/work``) and the workingDir are rewritten to the host directory.
 
-Deletion: pods carry the finalizer ``podrunner.sessionops.dev/process`` while their
+Deletion: pods carry the finalizer ``podrunner.testcluster.dev/process`` while their
 process runs, so a deleted pod (directly, or by the garbage collector after a
 foreground or background Job deletion) stays until the process has stopped: SIGTERM,
 then SIGKILL after the grace period (``terminationGracePeriodSeconds``, capped by
@@ -77,7 +79,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -86,28 +88,24 @@ import yaml
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
-import sessionops
-from sessionops.worker.k8s import Conflict, WorkerKube
 from tests.podrunner import volumes
 from tests.podrunner.envresolve import EnvResolutionError, expand, quantity, resolve_env
+from tests.podrunner.kube import Conflict, Kube, api_client
 
 logger = logging.getLogger("podrunner")
 
-FINALIZER = "podrunner.sessionops.dev/process"
+FINALIZER = "podrunner.testcluster.dev/process"
 NODE_NAME = "podrunner"
 NODE_LABELS = {"kubernetes.io/hostname": NODE_NAME, "kubernetes.io/os": "linux"}
 """The one node's labels: a pod whose nodeSelector asks for others is unschedulable."""
 UNSCHEDULABLE = ("0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector. preemption: 0/1 "
                  "nodes are available: 1 Preemption is not helpful for scheduling.")
-SESSION_LABEL = "sessionops.dev/session"
 _SUFFIX_CHARS = "bcdfghjklmnpqrstvwxz2456789"
 WATCH_SECONDS = 30
 TOKEN_SECONDS = 3607
 """Lifetime of a worker's token (a kubelet's default projected token lifetime)."""
 """Server-side timeout of one watch request; the watch is restarted after it."""
 MEMORY_SAMPLE_SECONDS = 0.1
-PACKAGE_ROOT = Path(sessionops.__file__).resolve().parents[1]
-"""The directory holding the ``sessionops`` package (``operator/`` of this checkout)."""
 BASE_ENV_KEYS = ("PATH", "LANG", "LC_ALL", "TZ", "PYTHONPATH", "VIRTUAL_ENV", "COVERAGE_PROCESS_START")
 """Host variables a container inherits (a real container gets its image's env, not the host's)."""
 
@@ -185,7 +183,12 @@ class _Process:
 class PodRunner:
     def __init__(self, kubeconfig: str | os.PathLike[str], workdirs: str | os.PathLike[str], *,
                  log_dir: str | os.PathLike[str] | None = None, python: str = sys.executable,
-                 max_grace_seconds: float = 5.0, extra_env: dict[str, str] | None = None) -> None:
+                 max_grace_seconds: float = 5.0, extra_env: dict[str, str] | None = None,
+                 python_path: Sequence[str | os.PathLike[str]] = (), workdir_label: str | None = None) -> None:
+        """``python_path``: directories put first on ``PYTHONPATH`` of a container whose interpreter is
+        not the runner's (another UID's, see ``_python_for``): that interpreter reads none of the
+        runner's site-packages, so the image's code must be found by path. ``workdir_label``: the Job
+        label whose value names the ``work`` volume's directory (shared by the Jobs with that value)."""
         self.kubeconfig = Path(kubeconfig).resolve()
         self.workdirs = Path(workdirs).resolve()
         self._own_log_dir = log_dir is None
@@ -202,6 +205,8 @@ class PodRunner:
         self.python = python
         self.max_grace_seconds = max_grace_seconds
         self.extra_env = dict(extra_env or {})
+        self.python_path = [str(Path(p).resolve()) for p in python_path]
+        self.workdir_label = workdir_label
         self.executions: list[Execution] = []
         self.log: list[str] = []
         self.held: list[str] = []
@@ -217,16 +222,10 @@ class PodRunner:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._watches: list[kubernetes.watch.Watch] = []
-        self.api_client = self._client()
-        self.kube = WorkerKube(self.api_client)
+        self.api_client = api_client(self.kubeconfig)
+        self.kube = Kube(self.api_client)
         self.core = kubernetes.client.CoreV1Api(self.api_client)
         self.batch = kubernetes.client.BatchV1Api(self.api_client)
-
-    def _client(self) -> kubernetes.client.ApiClient:
-        configuration = kubernetes.client.Configuration()
-        kubernetes.config.load_kube_config(config_file=str(self.kubeconfig), client_configuration=configuration)
-        configuration.connection_pool_maxsize = 16
-        return kubernetes.client.ApiClient(configuration)
 
     # Lifecycle.
     def start(self) -> PodRunner:
@@ -562,7 +561,7 @@ class PodRunner:
         namespace, pod_name = pod["metadata"]["namespace"], pod["metadata"]["name"]
         mounts = {m["mountPath"].rstrip("/") or "/": pod_volumes[m["name"]]
                   for m in container.get("volumeMounts") or [] if m["name"] in pod_volumes}
-        workdir = _host_path(container.get("workingDir") or "", mounts) or self._session_dir(job)
+        workdir = _host_path(container.get("workingDir") or "", mounts) or self._shared_work_dir(job)
         real = {k: Path(os.path.realpath(v)) for k, v in mounts.items()}
         env = {k: str(p) if (p := _host_path(v, real)) else v for k, v in env.items()}
         tmp = real.get("/tmp") or self.scratch / namespace / pod_name / container["name"] / "tmp"
@@ -584,9 +583,9 @@ class PodRunner:
             argv[0] = self._python_for(user[0], user[1]) if user else self.python
             if argv[0] != self.python:
                 # That interpreter has none of the runner's site-packages (an editable install
-                # included): the image's code is this checkout's package, found by path.
+                # included): the image's code is found by path (``python_path``).
                 process_env["PYTHONPATH"] = os.pathsep.join(
-                    p for p in (str(PACKAGE_ROOT), process_env.get("PYTHONPATH")) if p)
+                    p for p in (*self.python_path, process_env.get("PYTHONPATH")) if p)
         log_path = self.log_dir / f"{namespace}_{pod_name}{'' if container is pod['spec']['containers'][0] else '_' + container['name']}.log"
         workdir.mkdir(parents=True, exist_ok=True)
         execution = Execution(namespace=namespace, job=job["metadata"]["name"], pod=pod_name, argv=argv,
@@ -730,14 +729,14 @@ class PodRunner:
                 path.chmod(0o700)
             if _token_volume(volume):
                 self._write_token_volume(pod, volume, path)
-            found[name] = self._session_dir(job) if name == "work" else path
+            found[name] = self._shared_work_dir(job) if name == "work" else path
         return found
 
     def _work_volume(self, job: dict[str, Any]) -> Path:
         """The session's work directory: ``<workdirs>/<ns>/<session>``, kept across segments. When
         containers may run as other UIDs it lives in the node directory (reachable by them),
         ``<workdirs>/<ns>/<session>`` a symlink to it until the runner stops."""
-        visible = self._session_dir(job)
+        visible = self._shared_work_dir(job)
         if not self.split_users:
             return visible
         real = self.node / "work" / visible.relative_to(self.workdirs)
@@ -779,9 +778,9 @@ class PodRunner:
             (path / name).write_text(text)
             (path / name).chmod(0o600)
 
-    def _session_dir(self, job: dict[str, Any]) -> Path:
+    def _shared_work_dir(self, job: dict[str, Any]) -> Path:
         meta = job["metadata"]
-        key = (meta.get("labels") or {}).get(SESSION_LABEL) or meta["name"]
+        key = (meta.get("labels") or {}).get(self.workdir_label or "") or meta["name"]
         return self.workdirs / meta["namespace"] / key
 
     def _lookup(self, kind: str) -> Callable[[str, str], dict[str, Any] | None]:

@@ -14,15 +14,16 @@ from typing import Any
 
 import pytest
 
-from sessionops.kube import load_api_client
-from sessionops.worker.k8s import WorkerKube
 from tests.cluster import FaithfulCluster
 from tests.podrunner import PodRunner
+from tests.podrunner.kube import Kube
 from tests.podrunner.runner import BASE_ENV_KEYS, FINALIZER
 from tests.podrunner.threaded import threaded_cluster
 
 NS = "jobs"
-ROOT = Path(__file__).resolve().parents[2]
+WORKDIR_LABEL = "example.com/session"
+IMAGE_CODE = "/opt/image-code"
+PACKAGE_PARENT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -32,8 +33,8 @@ def served(tmp_path: Path) -> Iterator[FaithfulCluster]:
 
 
 @pytest.fixture
-def kube(served: FaithfulCluster, tmp_path: Path) -> Iterator[WorkerKube]:
-    client = WorkerKube(load_api_client(str(tmp_path / "kubeconfig")))
+def kube(served: FaithfulCluster, tmp_path: Path) -> Iterator[Kube]:
+    client = Kube.from_kubeconfig(tmp_path / "kubeconfig")
     client.request("POST", "/api/v1/namespaces", body={"metadata": {"name": NS}})
     client.request("POST", f"/api/v1/namespaces/{NS}/secrets",
                    body={"metadata": {"name": "creds"}, "stringData": {"token": "s3cret"}})
@@ -42,9 +43,9 @@ def kube(served: FaithfulCluster, tmp_path: Path) -> Iterator[WorkerKube]:
 
 
 @pytest.fixture
-def runner(kube: WorkerKube, tmp_path: Path) -> Iterator[PodRunner]:
+def runner(kube: Kube, tmp_path: Path) -> Iterator[PodRunner]:
     with PodRunner(tmp_path / "kubeconfig", tmp_path / "workdirs", log_dir=tmp_path / "logs",
-                   max_grace_seconds=2) as r:
+                   max_grace_seconds=2, workdir_label=WORKDIR_LABEL, python_path=[IMAGE_CODE]) as r:
         yield r
 
 
@@ -61,19 +62,19 @@ def job(name: str, code: str, *, env: list[dict[str, Any]] | None = None, sessio
     if node_selector:
         pod_spec["nodeSelector"] = node_selector
     return {"apiVersion": "batch/v1", "kind": "Job",
-            "metadata": {"name": name, "labels": {"sessionops.dev/session": session}},
+            "metadata": {"name": name, "labels": {WORKDIR_LABEL: session}},
             "spec": {"backoffLimit": 0, "template": {"metadata": {"labels": {"app": "worker"}}, "spec": pod_spec}}}
 
 
-def create(kube: WorkerKube, body: dict[str, Any]) -> dict[str, Any]:
+def create(kube: Kube, body: dict[str, Any]) -> dict[str, Any]:
     return kube.request("POST", f"/apis/batch/v1/namespaces/{NS}/jobs", body=body)
 
 
-def get_job(kube: WorkerKube, name: str) -> dict[str, Any] | None:
+def get_job(kube: Kube, name: str) -> dict[str, Any] | None:
     return kube.read(f"/apis/batch/v1/namespaces/{NS}/jobs/{name}")
 
 
-def pods(kube: WorkerKube) -> list[dict[str, Any]]:
+def pods(kube: Kube) -> list[dict[str, Any]]:
     return kube.request("GET", f"/api/v1/namespaces/{NS}/pods")["items"]
 
 
@@ -85,13 +86,13 @@ def wait(check: Any, timeout: float = 15) -> Any:
     return value
 
 
-def finished(kube: WorkerKube, name: str) -> dict[str, Any] | None:
+def finished(kube: Kube, name: str) -> dict[str, Any] | None:
     found = get_job(kube, name)
     conditions = ((found or {}).get("status") or {}).get("conditions") or []
     return found if any(c["type"] in ("Complete", "Failed") for c in conditions) else None
 
 
-def test_a_succeeding_container_completes_its_job_and_pod(kube: WorkerKube, runner: PodRunner) -> None:
+def test_a_succeeding_container_completes_its_job_and_pod(kube: Kube, runner: PodRunner) -> None:
     created = create(kube, job("ok", "import os; print('token', os.environ['TOKEN'], os.getcwd() == os.environ['WORKDIR'])",
                                env=[{"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "creds", "key": "token"}}}]))
     execution = runner.wait_execution("ok")
@@ -114,7 +115,7 @@ def test_a_succeeding_container_completes_its_job_and_pod(kube: WorkerKube, runn
     assert pod["status"]["containerStatuses"][0]["state"]["terminated"]["reason"] == "Completed"
 
 
-def test_a_failing_container_fails_its_job_as_with_backoff_limit_zero(kube: WorkerKube, runner: PodRunner) -> None:
+def test_a_failing_container_fails_its_job_as_with_backoff_limit_zero(kube: Kube, runner: PodRunner) -> None:
     create(kube, job("bad", "import sys; sys.exit(3)"))
     execution = runner.wait_execution("bad")
     status = wait(lambda: finished(kube, "bad"))["status"]
@@ -128,7 +129,7 @@ def test_a_failing_container_fails_its_job_as_with_backoff_limit_zero(kube: Work
     assert pod["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 3
 
 
-def test_a_running_job_is_active_with_a_running_pod(kube: WorkerKube, runner: PodRunner) -> None:
+def test_a_running_job_is_active_with_a_running_pod(kube: Kube, runner: PodRunner) -> None:
     create(kube, job("slow", "import time; time.sleep(30)"))
     runner.wait_execution("slow", finished=False)
     wait(lambda: (get_job(kube, "slow").get("status") or {}).get("ready") == 1)
@@ -142,7 +143,7 @@ def test_a_running_job_is_active_with_a_running_pod(kube: WorkerKube, runner: Po
 
 
 @pytest.mark.parametrize("policy", ["Foreground", "Background"])
-def test_deleting_a_job_stops_its_process_and_removes_its_pod(kube: WorkerKube, runner: PodRunner,
+def test_deleting_a_job_stops_its_process_and_removes_its_pod(kube: Kube, runner: PodRunner,
                                                              policy: str) -> None:
     code = ("import signal, sys, time; signal.signal(signal.SIGTERM, lambda *a: sys.exit(7)); "
             "print('up', flush=True); time.sleep(30)")
@@ -157,7 +158,7 @@ def test_deleting_a_job_stops_its_process_and_removes_its_pod(kube: WorkerKube, 
     wait(lambda: not pods(kube) and get_job(kube, "doomed") is None)
 
 
-def test_a_process_ignoring_sigterm_is_killed_after_the_grace_period(kube: WorkerKube, runner: PodRunner) -> None:
+def test_a_process_ignoring_sigterm_is_killed_after_the_grace_period(kube: Kube, runner: PodRunner) -> None:
     code = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('up', flush=True); time.sleep(30)"
     create(kube, job("stubborn", code))
     execution = runner.wait_execution("stubborn", finished=False)
@@ -169,7 +170,7 @@ def test_a_process_ignoring_sigterm_is_killed_after_the_grace_period(kube: Worke
     assert execution.signals == [signal.SIGTERM, signal.SIGKILL]
 
 
-def test_held_jobs_do_not_start_until_released(kube: WorkerKube, runner: PodRunner) -> None:
+def test_held_jobs_do_not_start_until_released(kube: Kube, runner: PodRunner) -> None:
     runner.hold("late-")
     create(kube, job("late-1", "print('finally')"))
     wait(lambda: runner.held == ["late-1"])
@@ -179,7 +180,7 @@ def test_held_jobs_do_not_start_until_released(kube: WorkerKube, runner: PodRunn
     assert runner.wait_execution("late-1").output() == "finally\n"
 
 
-def test_a_missing_secret_keeps_the_pod_pending(kube: WorkerKube, runner: PodRunner) -> None:
+def test_a_missing_secret_keeps_the_pod_pending(kube: Kube, runner: PodRunner) -> None:
     create(kube, job("nosecret", "print('never')",
                      env=[{"name": "X", "valueFrom": {"secretKeyRef": {"name": "absent", "key": "k"}}}]))
     with pytest.raises(RuntimeError, match="CreateContainerConfigError"):
@@ -192,7 +193,7 @@ def test_a_missing_secret_keeps_the_pod_pending(kube: WorkerKube, runner: PodRun
     assert status["imageID"] == "" and status["ready"] is False
 
 
-def test_a_pod_no_node_matches_is_unschedulable(kube: WorkerKube, runner: PodRunner) -> None:
+def test_a_pod_no_node_matches_is_unschedulable(kube: Kube, runner: PodRunner) -> None:
     create(kube, job("nowhere", "print('never')", node_selector={"gpu": "a100"}))
     with pytest.raises(RuntimeError, match="Unschedulable"):
         runner.wait_execution("nowhere", timeout=15)
@@ -203,7 +204,7 @@ def test_a_pod_no_node_matches_is_unschedulable(kube: WorkerKube, runner: PodRun
     assert "didn't match Pod's node affinity/selector" in scheduled["message"]
 
 
-def test_a_container_over_its_memory_limit_is_oom_killed(kube: WorkerKube, runner: PodRunner) -> None:
+def test_a_container_over_its_memory_limit_is_oom_killed(kube: Kube, runner: PodRunner) -> None:
     code = "import time; data = bytearray(200 * 1024 * 1024); time.sleep(30)"
     create(kube, job("hungry", code, resources={"limits": {"memory": "64Mi"}}))
     execution = runner.wait_execution("hungry", timeout=20)
@@ -213,7 +214,7 @@ def test_a_container_over_its_memory_limit_is_oom_killed(kube: WorkerKube, runne
     assert pod["status"]["containerStatuses"][0]["state"]["terminated"]["reason"] == "OOMKilled"
 
 
-def test_the_work_volume_is_kept_across_the_jobs_of_a_session(kube: WorkerKube, runner: PodRunner) -> None:
+def test_the_work_volume_is_kept_across_the_jobs_of_a_session(kube: Kube, runner: PodRunner) -> None:
     create(kube, job("first", "open('note.txt', 'w').write('kept')"))
     runner.wait_execution("first")
     create(kube, job("second", "print(open('note.txt').read())"))
@@ -221,11 +222,12 @@ def test_the_work_volume_is_kept_across_the_jobs_of_a_session(kube: WorkerKube, 
     assert runner.wait_execution("second").output() == "kept\n"
 
 
-def test_the_cli_runs_jobs_until_terminated(kube: WorkerKube, tmp_path: Path) -> None:
+def test_the_cli_runs_jobs_until_terminated(kube: Kube, tmp_path: Path) -> None:
     cli = subprocess.Popen(
         [sys.executable, "-m", "tests.podrunner", "--kubeconfig", str(tmp_path / "kubeconfig"),
          "--workdirs", str(tmp_path / "cli-work"), "--log-dir", str(tmp_path / "cli-logs")],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        cwd=PACKAGE_PARENT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(PACKAGE_PARENT), os.environ.get("PYTHONPATH")]))})
     try:
         assert cli.stdout is not None
         while "pod runner ready" not in (line := cli.stdout.readline().decode()):
@@ -240,16 +242,16 @@ def test_the_cli_runs_jobs_until_terminated(kube: WorkerKube, tmp_path: Path) ->
 
 WHOAMI = """
 import json
-from sessionops.kube import load_api_client
-from kubernetes.client import AuthorizationV1Api
-review = AuthorizationV1Api(load_api_client()).create_self_subject_access_review(
+import kubernetes
+kubernetes.config.load_kube_config()
+review = kubernetes.client.AuthorizationV1Api().create_self_subject_access_review(
     {"spec": {"resourceAttributes": {"verb": "get", "resource": "pods", "namespace": "jobs"}}})
 print(json.dumps(review.status.allowed))
 """
 
 
 def test_a_container_authenticates_as_its_pods_service_account_with_a_pod_bound_token(
-        kube: WorkerKube, runner: PodRunner, served: FaithfulCluster) -> None:
+        kube: Kube, runner: PodRunner, served: FaithfulCluster) -> None:
     kube.request("POST", f"/api/v1/namespaces/{NS}/serviceaccounts", body={"metadata": {"name": "robot"}})
     body = job("whoami", WHOAMI)
     body["spec"]["template"]["spec"]["serviceAccountName"] = "robot"
@@ -262,7 +264,7 @@ def test_a_container_authenticates_as_its_pods_service_account_with_a_pod_bound_
     assert review["extra"]["authentication.kubernetes.io/pod-name"] == [execution.pod]
 
 
-def test_a_job_whose_service_account_does_not_exist_gets_no_pod(kube: WorkerKube, runner: PodRunner) -> None:
+def test_a_job_whose_service_account_does_not_exist_gets_no_pod(kube: Kube, runner: PodRunner) -> None:
     body = job("nobody", "print('never')")
     body["spec"]["template"]["spec"]["serviceAccountName"] = "ghost"
     create(kube, body)
@@ -276,7 +278,8 @@ import json, os, signal, sys, time
 from pathlib import Path
 signal.signal(signal.SIGTERM, lambda *a: (Path(os.environ["SHARED"], "sidecar-stopped").write_text("yes"), sys.exit(0)))
 Path(os.environ["SHARED"], "sidecar.json").write_text(json.dumps({"uid": os.getuid(), "groups": os.getgroups(),
-                                                                  "env": sorted(os.environ)}))
+                                                                  "env": sorted(os.environ),
+                                                                  "pythonpath": os.environ.get("PYTHONPATH")}))
 while True:
     time.sleep(0.05)
 """
@@ -293,7 +296,7 @@ print(json.dumps({"uid": os.getuid(), "kubeconfig": "KUBECONFIG" in os.environ,
 
 
 def test_a_native_sidecar_runs_first_apart_and_stops_after_the_main_container(
-        kube: WorkerKube, runner: PodRunner) -> None:
+        kube: Kube, runner: PodRunner) -> None:
     body = job("split", MAIN, env=[{"name": "SHARED", "value": "/shared"},
                                    {"name": "TOKEN_DIR", "value": "/var/run/secrets/kubernetes.io/serviceaccount"}])
     spec = body["spec"]["template"]["spec"]
@@ -321,6 +324,11 @@ def test_a_native_sidecar_runs_first_apart_and_stops_after_the_main_container(
     # Only its own spec's env and the image stand-ins: nothing of the runner's, no KUBECONFIG.
     assert "KUBECONFIG" not in seen["env"] and "SHARED" in seen["env"]
     assert set(seen["env"]) <= {"SHARED", "HOME", "HOSTNAME", "TMPDIR", "PYTHONUNBUFFERED", *BASE_ENV_KEYS, "LC_CTYPE"}
+    # Another interpreter than the runner's reads none of its site-packages: the image's code comes by path.
+    if sidecar.argv[0] != runner.python:
+        assert seen["pythonpath"].split(os.pathsep)[0] == IMAGE_CODE
+    else:
+        assert seen["pythonpath"] == os.environ.get("PYTHONPATH")
     if os.geteuid() == 0:
         assert sidecar.user == seen["uid"] == 65533 and 65532 in seen["groups"]
         assert (shared.stat().st_gid, shared.stat().st_mode & 0o7777) == (65532, 0o2770)

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from sessionops.worker.k8s import WorkerKube
 from tests.podrunner import PodRunner, volumes
+from tests.podrunner.kube import Kube
 from tests.podrunner.test_runner import NS, create, finished, job, kube, pods, runner, served, wait  # noqa: F401
 
 CODE = ("import os, stat, sys; p = os.environ['KEY_FILE']; s = os.stat(p); "
@@ -30,7 +30,7 @@ def with_secret_volume(body: dict[str, Any], source: dict[str, Any], mount: str 
 
 
 def test_items_and_default_mode_give_one_owner_only_file_at_the_mapped_path(
-        kube: WorkerKube, runner: PodRunner) -> None:  # noqa: F811
+        kube: Kube, runner: PodRunner) -> None:  # noqa: F811
     body = with_secret_volume(job("mounted", CODE, env=[{"name": "KEY_FILE", "value": "/var/run/secrets/x/dsn"}]),
                               {"secretName": "creds", "items": [{"key": "token", "path": "dsn"}], "defaultMode": 0o400})
     create(kube, body)
@@ -81,7 +81,7 @@ def test_another_uid_cannot_read_the_files(tmp_path: Path) -> None:
 
 
 def test_a_missing_secret_keeps_the_pod_pending_with_a_failed_mount_event(
-        kube: WorkerKube, runner: PodRunner) -> None:  # noqa: F811
+        kube: Kube, runner: PodRunner) -> None:  # noqa: F811
     create(kube, with_secret_volume(job("nomount", "print('never')"), {"secretName": "absent", "defaultMode": 0o400}))
     with pytest.raises(RuntimeError, match='FailedMount: MountVolume.SetUp failed for volume "cred" : '
                                            'secret "absent" not found'):

@@ -64,7 +64,7 @@ def pod_runner(kubeconfig: Path, workdirs: Path, **options: Any) -> Any:
     directory (a Retry finds the crashed segment's files), and a container another UID's interpreter
     runs (the tools sidecar) finds this checkout's package by PYTHONPATH: that interpreter reads none
     of our site-packages, where a clean clone's editable install lives."""
-    from tests.podrunner import PodRunner
+    from testcluster.podrunner import PodRunner
 
     return PodRunner(kubeconfig, workdirs, python_path=[PACKAGE_DIR], workdir_label=SESSION_LABEL, **options)
 
@@ -328,7 +328,7 @@ async def running_stack(root: Path, *, namespace: str = "team-a", operator: bool
     """Yields (stack, cluster): the cluster object lets tests set SAR policies and inject faults.
     ``checkpoint_retention``: the chart's default unless given."""
     from sessionops.replay.server import ReplayServer
-    from tests.cluster import running_cluster
+    from testcluster import running_cluster
 
     root.mkdir(parents=True, exist_ok=True)
     db_name, dsn = await asyncio.to_thread(create_database)

@@ -13,10 +13,10 @@ from sessionops.api.config import OperatorConfig
 from sessionops.kube import load_api_client
 from sessionops.replay import ReplayServer, running_replay_server
 from sessionops.worker.k8s import WorkerKube
+from testcluster.podrunner import PodRunner
+from testcluster.podrunner.threaded import threaded_cluster
 from tests.agent.pg import pg_dsn, pg_template, provision_namespace  # noqa: F401  (fixtures)
 from tests.identities import api_path, chart_rbac, role_binding
-from tests.podrunner import PodRunner
-from tests.podrunner.threaded import threaded_cluster
 from tests.stack import pod_runner
 from tests.worker.harness import ALICE, ALICE_EDIT, MCP_HEADER_SECRETS, NS, OPERATOR_NS, Stack
 

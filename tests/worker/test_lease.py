@@ -11,7 +11,7 @@ import pytest
 from sessionops.kube import load_api_client
 from sessionops.worker.k8s import WorkerKube
 from sessionops.worker.lease import LeaseLost, LeaseUnavailable, SessionLease, worker_identity
-from tests.podrunner.threaded import threaded_cluster
+from testcluster.podrunner.threaded import threaded_cluster
 
 NS = "team-a"
 

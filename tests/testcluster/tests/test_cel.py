@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.cluster import cel
-from tests.cluster.cel import NO_OLD, CELError, compile_rule, evaluate, evaluate_expression
+from testcluster import cel
+from testcluster.cel import NO_OLD, CELError, compile_rule, evaluate, evaluate_expression
 
 # (expression, expected) - every expression is evaluated with no variables bound except `self`
 # where noted; expected is the boolean the rule must return, or CELError when it must fail.

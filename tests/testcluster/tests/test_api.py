@@ -7,8 +7,8 @@ import uuid
 
 import kmock
 
-from tests.cluster import hooks
-from tests.cluster.samples import CMS, CRS, DEPLOYS, GROUP, JOBS, configmap, cr, crd, deployment, job
+from samples import CMS, CRS, DEPLOYS, GROUP, JOBS, configmap, cr, crd, deployment, job
+from testcluster import hooks
 
 CRDS = '/apis/apiextensions.k8s.io/v1/customresourcedefinitions'
 

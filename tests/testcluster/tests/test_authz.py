@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.cluster import rbac
-from tests.conftest import TOOLS, run_tool
+from binaries import binary, run
+from testcluster import rbac
 
 SAR = '/apis/authorization.k8s.io/v1/subjectaccessreviews'
 SSAR = '/apis/authorization.k8s.io/v1/selfsubjectaccessreviews'
@@ -16,8 +16,8 @@ SSAR = '/apis/authorization.k8s.io/v1/selfsubjectaccessreviews'
 async def as_token(cluster, tmp_path: Path, token: str, *args: str, check: bool = False):
     """kubectl with a kubeconfig that carries ``token`` (a person's or a ServiceAccount's)."""
     config = cluster.write_kubeconfig(tmp_path / f'kc-{abs(hash(token))}', token=token, remember=False)
-    return await run_tool(TOOLS / 'kubectl', '--kubeconfig', str(config), '--cache-dir', str(tmp_path / 'cache'),
-                          *args, check=check)
+    return await run(binary('kubectl'), '--kubeconfig', str(config), '--cache-dir', str(tmp_path / 'cache'),
+                     *args, check=check)
 
 
 def sar(user: str, groups: list[str] | None = None, **attrs: str) -> dict:

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from tests.podrunner import PodRunner, volumes
-from tests.podrunner.kube import Kube
-from tests.podrunner.test_runner import NS, create, finished, job, kube, pods, runner, served, wait  # noqa: F401
+from test_runner import NS, create, finished, job, kube, pods, runner, served, wait  # noqa: F401
+from testcluster.podrunner import PodRunner, volumes
+from testcluster.podrunner.kube import Kube
 
 CODE = ("import os, stat, sys; p = os.environ['KEY_FILE']; s = os.stat(p); "
         "print(open(p).read(), oct(stat.S_IMODE(s.st_mode)), s.st_uid == os.getuid(), "

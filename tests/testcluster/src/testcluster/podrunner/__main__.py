@@ -1,7 +1,7 @@
-"""``python -m tests.podrunner --kubeconfig PATH --workdirs DIR [--log-dir DIR] [--python-path DIR]...``.
+"""``python -m testcluster.podrunner --kubeconfig PATH --workdirs DIR [--log-dir DIR] [--python-path DIR]...``.
 
 Runs the pod runner in the foreground until SIGTERM or SIGINT (the local stack starts
-it next to the test cluster and the operator).
+it next to the test cluster and the product it serves).
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ import signal
 import sys
 import threading
 
-from tests.podrunner.runner import PodRunner
+from testcluster.podrunner.runner import PodRunner
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.podrunner", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m testcluster.podrunner", description=__doc__.splitlines()[0])
     parser.add_argument("--kubeconfig", required=True, help="kubeconfig of the cluster whose Jobs to run")
     parser.add_argument("--workdirs", required=True, help="host directory for the pods' work volumes")
     parser.add_argument("--log-dir", help="where pod logs and podrunner.log go (default: a temporary directory)")

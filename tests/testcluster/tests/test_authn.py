@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster import authn, rbac
-from tests.cluster.errors import ApiError
+from testcluster import authn, rbac
+from testcluster.errors import ApiError
 
 ALICE = rbac.UserInfo('alice', ('system:authenticated',))
 

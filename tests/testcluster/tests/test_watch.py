@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from tests.cluster.samples import CMS, configmap
+from samples import CMS, configmap
 
 
 async def collect(api, path, params, until, timeout=5.0):

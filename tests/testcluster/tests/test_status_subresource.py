@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from tests.cluster.certs import make_ca_and_server_cert
-from tests.cluster.samples import CRS, GROUP, cr, crd
-from tests.cluster.test_admission import SERVICE, SERVICE_DNS, WebhookServer, webhook
+from samples import CRS, GROUP, cr, crd
+from test_admission import SERVICE, SERVICE_DNS, WebhookServer, webhook
+from testcluster.certs import make_ca_and_server_cert
 
 
 @pytest.fixture(scope="module")

@@ -10,8 +10,8 @@ import kmock
 import kopf
 import pytest
 
-from tests.cluster.client import ApiClient
-from tests.cluster.samples import CRS, GROUP, JOBS, cr, crd
+from samples import CRS, GROUP, JOBS, cr, crd
+from testcluster.client import ApiClient
 
 FINALIZER = f'{GROUP}/finalizer'
 

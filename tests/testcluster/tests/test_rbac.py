@@ -6,8 +6,8 @@ import dataclasses
 
 import pytest
 
-from tests.cluster import rbac
-from tests.cluster.rbac import Attributes, Objects, UserInfo
+from testcluster import rbac
+from testcluster.rbac import Attributes, Objects, UserInfo
 
 ALICE = UserInfo('alice', ('team-a-devs', 'system:authenticated'))
 BOB = UserInfo('bob', ('system:authenticated',))

@@ -17,7 +17,7 @@ decoding a request body and storing it:
 3. **Validation**, collecting all errors: OpenAPI keywords with kube-openapi's messages
    (``spec.x in body should be at least 1 chars long``...), embedded-resource
    ``apiVersion``/``kind``, ``x-kubernetes-list-type`` set/map uniqueness, then
-   ``x-kubernetes-validations`` CEL rules (via `tests.cluster.cel`) - or, as the real server
+   ``x-kubernetes-validations`` CEL rules (via `testcluster.cel`) - or, as the real server
    does, the note ``<nil>: Invalid value: null: some validation rules were not checked
    because the object was invalid; ...`` when a blocking error (type, required, enum,
    maxLength, maxItems/maxProperties) was found. On UPDATE the real server *ratchets*:

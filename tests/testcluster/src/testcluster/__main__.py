@@ -1,4 +1,4 @@
-"""``python -m tests.cluster serve --kubeconfig PATH [--port N]``: run the test API server in the foreground.
+"""``python -m testcluster serve --kubeconfig PATH [--port N]``: run the test API server in the foreground.
 
 Stops on SIGTERM/SIGINT. ``--service NS/NAME=HOST:PORT`` maps a Service reference (as used by webhook
 configurations) to a local address; it may be repeated. ``--token-auth-file`` names people's bearer tokens
@@ -47,7 +47,7 @@ async def _serve(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog='python -m tests.cluster')
+    parser = argparse.ArgumentParser(prog='python -m testcluster')
     commands = parser.add_subparsers(dest='command', required=True)
     serve = commands.add_parser('serve', help='run the test API server until SIGTERM')
     serve.add_argument('--kubeconfig', required=True, help='where to write the kubeconfig for the server')

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from tests.cluster.admission import (
+from testcluster.admission import (
     AdmissionDenied,
     JSONPatchError,
     apply_json_patch,
@@ -20,7 +20,7 @@ from tests.cluster.admission import (
     rule_matches,
     run_admission,
 )
-from tests.cluster.certs import make_ca_and_server_cert
+from testcluster.certs import make_ca_and_server_cert
 
 NAMESPACE = "team-a"
 SERVICE = ("webhooks", "sessionops-webhook")  # namespace, name

@@ -22,7 +22,7 @@ import shutil
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from tests.podrunner.envresolve import Lookup
+from testcluster.podrunner.envresolve import Lookup
 
 DEFAULT_MODE = 0o644
 WAITING_REASON = "ContainerCreating"

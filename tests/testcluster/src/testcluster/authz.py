@@ -8,7 +8,7 @@ authorizer (``system:masters``, then RBAC from the stored Roles, ClusterRoles an
 the product asked.
 
 Tests grant permissions the way a cluster administrator does: with RBAC objects (``kubectl create rolebinding``,
-or the manifests from ``tests.cluster.rbac``).
+or the manifests from ``testcluster.rbac``).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tests.cluster import FaithfulCluster, running_cluster
+from testcluster import FaithfulCluster, running_cluster
 
 
 @contextlib.contextmanager

@@ -6,7 +6,7 @@ import base64
 
 import pytest
 
-from tests.podrunner.envresolve import EnvResolutionError, expand, resolve_env
+from testcluster.podrunner.envresolve import EnvResolutionError, expand, resolve_env
 
 POD = {"metadata": {"name": "run-1-abcde", "namespace": "team-a", "uid": "pod-uid",
                     "labels": {"app": "worker"}},

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import yaml
 
-from tests.cluster.samples import CMS, CRS, DEPLOYS, GROUP, cr, crd, deployment
-from tests.conftest import TOOLS, run_tool
+from binaries import binary, run
+from samples import CMS, CRS, DEPLOYS, GROUP, cr, crd, deployment
 
 
 def dump(*docs):
@@ -150,7 +150,7 @@ async def test_helm_install_upgrade_uninstall(cluster, api, tmp_path: Path):
     env = {f'HELM_{kind}_HOME': str(tmp_path / 'helm' / kind.lower()) for kind in ('CACHE', 'CONFIG', 'DATA')}
 
     async def helm(*args):
-        return await run_tool(TOOLS / 'helm', '--kubeconfig', str(cluster.kubeconfig), *args, env=env)
+        return await run(binary('helm'), '--kubeconfig', str(cluster.kubeconfig), *args, env=env)
 
     await helm('install', 'rel', str(chart))
     base = '/api/v1/namespaces/default'

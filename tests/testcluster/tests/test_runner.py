@@ -14,16 +14,17 @@ from typing import Any
 
 import pytest
 
-from tests.cluster import FaithfulCluster
-from tests.podrunner import PodRunner
-from tests.podrunner.kube import Kube
-from tests.podrunner.runner import BASE_ENV_KEYS, FINALIZER
-from tests.podrunner.threaded import threaded_cluster
+import testcluster
+from testcluster import FaithfulCluster
+from testcluster.podrunner import PodRunner
+from testcluster.podrunner.kube import Kube
+from testcluster.podrunner.runner import BASE_ENV_KEYS, FINALIZER
+from testcluster.podrunner.threaded import threaded_cluster
 
 NS = "jobs"
 WORKDIR_LABEL = "example.com/session"
 IMAGE_CODE = "/opt/image-code"
-PACKAGE_PARENT = Path(__file__).resolve().parents[2]
+PACKAGE_PARENT = Path(testcluster.__file__).resolve().parents[1]
 
 
 @pytest.fixture
@@ -224,7 +225,7 @@ def test_the_work_volume_is_kept_across_the_jobs_of_a_session(kube: Kube, runner
 
 def test_the_cli_runs_jobs_until_terminated(kube: Kube, tmp_path: Path) -> None:
     cli = subprocess.Popen(
-        [sys.executable, "-m", "tests.podrunner", "--kubeconfig", str(tmp_path / "kubeconfig"),
+        [sys.executable, "-m", "testcluster.podrunner", "--kubeconfig", str(tmp_path / "kubeconfig"),
          "--workdirs", str(tmp_path / "cli-work"), "--log-dir", str(tmp_path / "cli-logs")],
         cwd=PACKAGE_PARENT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(PACKAGE_PARENT), os.environ.get("PYTHONPATH")]))})

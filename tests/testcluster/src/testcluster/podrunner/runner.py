@@ -9,7 +9,7 @@ the environment resolved from the pod spec (``envresolve``), ``KUBECONFIG`` poin
 at the test cluster and ``HOSTNAME`` = the pod name. The process authenticates as the pod's
 ServiceAccount, as with a projected token: the runner asks for a token bound to the pod (a
 TokenRequest with ``boundObjectRef``) and writes it into a kubeconfig of the pod's own, so
-the worker is ``system:serviceaccount:<ns>:<sa>`` with the pod's name in its user info and
+the process is ``system:serviceaccount:<ns>:<sa>`` with the pod's name in its user info and
 the token dies with the pod. Every container gets it unless ``automountServiceAccountToken:
 false``; then only a container mounting a projected ``serviceAccountToken`` volume does (the
 volume's files, token, ca.crt and namespace, are written too).
@@ -34,12 +34,12 @@ reason ``Completed`` / ``Error`` / ``OOMKilled``) and the Job ``succeeded`` / ``
 
 Volumes: the ``emptyDir`` named ``work`` maps to ``<workdirs>/<namespace>/<key>`` (when root, a
 symlink to a directory other UIDs can reach, moved back when the runner stops), where the key is
-the value of the Job's ``workdir_label`` (a constructor argument; sessionops passes its session
-label), else the Job's name. It is KEPT across the Jobs with the same key, so a Retry finds the
+the value of the Job's ``workdir_label`` (a constructor argument, e.g. a label naming the session
+a Job works for), else the Job's name. It is KEPT across the Jobs with the same key, so a Retry finds the
 files of the crashed Job. A real cluster's emptyDir lives and dies with one pod: there a new Job
 starts with an empty work directory.
 Other emptyDirs map to a per-pod directory. Env values naming a mount path (e.g.
-``SESSIONOPS_WORKDIR=/work``) and the workingDir are rewritten to the host directory.
+``WORKDIR=/work``) and the workingDir are rewritten to the host directory.
 
 Deletion: pods carry the finalizer ``podrunner.testcluster.dev/process`` while their
 process runs, so a deleted pod (directly, or by the garbage collector after a
@@ -88,9 +88,9 @@ import yaml
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
-from tests.podrunner import volumes
-from tests.podrunner.envresolve import EnvResolutionError, expand, quantity, resolve_env
-from tests.podrunner.kube import Conflict, Kube, api_client
+from testcluster.podrunner import volumes
+from testcluster.podrunner.envresolve import EnvResolutionError, expand, quantity, resolve_env
+from testcluster.podrunner.kube import Conflict, Kube, api_client
 
 logger = logging.getLogger("podrunner")
 
@@ -103,7 +103,7 @@ UNSCHEDULABLE = ("0/1 nodes are available: 1 node(s) didn't match Pod's node aff
 _SUFFIX_CHARS = "bcdfghjklmnpqrstvwxz2456789"
 WATCH_SECONDS = 30
 TOKEN_SECONDS = 3607
-"""Lifetime of a worker's token (a kubelet's default projected token lifetime)."""
+"""Lifetime of a container's token (a kubelet's default projected token lifetime)."""
 """Server-side timeout of one watch request; the watch is restarted after it."""
 MEMORY_SAMPLE_SECONDS = 0.1
 BASE_ENV_KEYS = ("PATH", "LANG", "LC_ALL", "TZ", "PYTHONPATH", "VIRTUAL_ENV", "COVERAGE_PROCESS_START")
@@ -733,9 +733,9 @@ class PodRunner:
         return found
 
     def _work_volume(self, job: dict[str, Any]) -> Path:
-        """The session's work directory: ``<workdirs>/<ns>/<session>``, kept across segments. When
+        """The shared work directory: ``<workdirs>/<ns>/<key>``, kept across the Jobs with that key. When
         containers may run as other UIDs it lives in the node directory (reachable by them),
-        ``<workdirs>/<ns>/<session>`` a symlink to it until the runner stops."""
+        ``<workdirs>/<ns>/<key>`` a symlink to it until the runner stops."""
         visible = self._shared_work_dir(job)
         if not self.split_users:
             return visible

@@ -28,7 +28,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 import psycopg
@@ -38,6 +38,9 @@ import yaml
 import sessionops
 from sessionops import checkpoint_scope
 from sessionops.scheduling.names import SESSION_LABEL
+
+if TYPE_CHECKING:
+    from testcluster.podrunner import PodRunner
 
 ROOT = Path(__file__).resolve().parents[1]
 TOOLS = ROOT / ".tools" / "bin"
@@ -56,10 +59,10 @@ GO_BINARY = ("FAITHFUL_CLUSTER_GO_BINARY", str(TOOLS / "kubectl"))
 PACKAGE_DIR = Path(sessionops.__file__).resolve().parents[1]
 """The directory holding the ``sessionops`` package (``operator/`` of this checkout)."""
 POD_RUNNER_ARGS = ("--python-path", str(PACKAGE_DIR), "--workdir-label", SESSION_LABEL)
-"""``pod_runner``'s options for ``python -m testcluster.podrunner``."""
+"""``make_pod_runner``'s options for ``python -m testcluster.podrunner``."""
 
 
-def pod_runner(kubeconfig: Path, workdirs: Path, **options: Any) -> Any:
+def make_pod_runner(kubeconfig: Path, workdirs: Path, **options: Any) -> PodRunner:
     """A (not yet started) pod runner for the product's Jobs: the Jobs of one session share its work
     directory (a Retry finds the crashed segment's files), and a container another UID's interpreter
     runs (the tools sidecar) finds this checkout's package by PYTHONPATH: that interpreter reads none
@@ -346,7 +349,7 @@ async def running_stack(root: Path, *, namespace: str = "team-a", operator: bool
             await install(stack, list(replay.scenarios), [namespace], checkpoint_retention=checkpoint_retention)
             runner = None
             if pod_runner:
-                runner = pod_runner(root / "admin.kubeconfig", root / "workdirs", log_dir=root / "pods")
+                runner = make_pod_runner(root / "admin.kubeconfig", root / "workdirs", log_dir=root / "pods")
                 # Its watches are blocking clients: never block the loop the test cluster serves from.
                 await asyncio.to_thread(runner.start)
                 stack.pod_runner = runner

@@ -3,7 +3,7 @@
 Built with ``cryptography`` only (oscrypto/certbuilder do not work with this machine's
 OpenSSL 3). Keys are ECDSA P-256 (fast to generate; accepted by Go's and Python's TLS).
 
-    bundle = make_ca_and_server_cert(["webhook.sessionops-system.svc"], ["127.0.0.1"])
+    bundle = make_ca_and_server_cert(["webhook.example-system.svc"], ["127.0.0.1"])
     server_ctx = bundle.server_ssl_context()          # for aiohttp/kopf's webhook server
     ca_bundle = bundle.ca_bundle_b64                  # for a webhook clientConfig.caBundle
 """
@@ -59,7 +59,7 @@ def make_ca_and_server_cert(
     ips: Sequence[str] = (),
     *,
     directory: str | None = None,
-    ca_name: str = "sessionops test CA",
+    ca_name: str = "testcluster CA",
     valid_for: datetime.timedelta = datetime.timedelta(days=1),
 ) -> CertBundle:
     """Create a CA and a server certificate for ``hostnames`` (DNS SANs) and ``ips`` (IP SANs).
@@ -141,7 +141,7 @@ def make_ca_and_server_cert(
         serialization.PrivateFormat.PKCS8,
         serialization.NoEncryption(),
     )
-    target = directory or tempfile.mkdtemp(prefix="sessionops-certs-")
+    target = directory or tempfile.mkdtemp(prefix="testcluster-certs-")
     os.makedirs(target, exist_ok=True)
     paths = {}
     for filename, data in (("ca.crt", ca_pem), ("tls.crt", cert_pem), ("tls.key", key_pem)):

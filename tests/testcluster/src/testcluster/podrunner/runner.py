@@ -23,7 +23,7 @@ whose ``runAsUser`` differs from the pod's runs as that UID (``runAsGroup``, the
 ``fsGroup`` as supplementary group), and the volumes it mounts are group-shared as with fsGroup
 (setgid, group rwx); the other containers run as the runner's UID, standing for the pod's.
 Not root: every container runs as the runner's UID (the split of users is then not played
-locally; the tools process still gets a scrubbed environment and no token). The
+locally; a sidecar still gets a scrubbed environment and no token). The
 runner itself, playing the kubelet and the Job controller, uses the kubeconfig it was given.
 When the process exits the Pod
 gets phase ``Succeeded`` / ``Failed`` with a terminated container status (exit code,
@@ -102,9 +102,9 @@ UNSCHEDULABLE = ("0/1 nodes are available: 1 node(s) didn't match Pod's node aff
                  "nodes are available: 1 Preemption is not helpful for scheduling.")
 _SUFFIX_CHARS = "bcdfghjklmnpqrstvwxz2456789"
 WATCH_SECONDS = 30
+"""Server-side timeout of one watch request; the watch is restarted after it."""
 TOKEN_SECONDS = 3607
 """Lifetime of a container's token (a kubelet's default projected token lifetime)."""
-"""Server-side timeout of one watch request; the watch is restarted after it."""
 MEMORY_SAMPLE_SECONDS = 0.1
 BASE_ENV_KEYS = ("PATH", "LANG", "LC_ALL", "TZ", "PYTHONPATH", "VIRTUAL_ENV", "COVERAGE_PROCESS_START")
 """Host variables a container inherits (a real container gets its image's env, not the host's)."""

@@ -10,10 +10,12 @@ export PATH := $(CURDIR)/.tools/bin:$(CURDIR)/$(VENV)/bin:$(PATH)
 $(PY):
 	python3 -m venv $(VENV)
 
-# Reinstalls only when the dependency declarations change.
-$(STAMP): pyproject.toml constraints.txt | $(PY)
+# Reinstalls only when the dependency declarations change. The test cluster (tests/testcluster)
+# is a package of its own that the product's tests depend on.
+$(STAMP): pyproject.toml tests/testcluster/pyproject.toml constraints.txt | $(PY)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev]'
+	$(PY) -m pip install --quiet -c constraints.txt -e 'tests/testcluster[test]'
 	touch $@
 
 install: $(STAMP)

@@ -41,9 +41,9 @@ from sessionops.execution.jobs import job_body  # noqa: E402
 from sessionops.platform.kube import load_api_client  # noqa: E402
 from sessionops.platform.worker_kube import CUSTOM, WorkerKube  # noqa: E402
 from sessionops.replay import running_replay_server  # noqa: E402
+from testcluster.podrunner.threaded import threaded_cluster  # noqa: E402
 from tests import pgserver  # noqa: E402
 from tests.agent.pg import create_database, drop_database, server_url  # noqa: E402
-from tests.podrunner.threaded import threaded_cluster  # noqa: E402
 
 TARGET_P99_SECONDS = 1.0
 

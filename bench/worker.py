@@ -43,11 +43,11 @@ from sessionops.platform.kube import load_api_client  # noqa: E402
 from sessionops.platform.worker_kube import CUSTOM, WorkerKube  # noqa: E402
 from sessionops.replay import running_replay_server  # noqa: E402
 from sessionops.toolbox.client import ToolboxClient  # noqa: E402
+from testcluster.podrunner import volumes  # noqa: E402
+from testcluster.podrunner.envresolve import resolve_env  # noqa: E402
+from testcluster.podrunner.threaded import threaded_cluster  # noqa: E402
 from tests import pgserver  # noqa: E402
 from tests.agent.pg import create_database, drop_database, provision_namespace, server_url  # noqa: E402
-from tests.podrunner import volumes  # noqa: E402
-from tests.podrunner.envresolve import resolve_env  # noqa: E402
-from tests.podrunner.threaded import threaded_cluster  # noqa: E402
 
 NS = "bench"
 TARGET_SECONDS = 1.5

@@ -7,6 +7,7 @@ embedded server started here for the whole run; pytest-xdist workers inherit its
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
 import subprocess
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -14,12 +15,14 @@ from pathlib import Path
 
 import pytest
 
+from testcluster import FaithfulCluster, running_cluster
+from testcluster.client import ApiClient
 from tests import pgserver
-from tests.cluster import FaithfulCluster, running_cluster
-from tests.cluster.client import ApiClient
-from tests.stack import ROOT, Completed, run_cli
+from tests.stack import GO_BINARY, ROOT, Completed, run_cli
 
 TOOLS = ROOT / '.tools' / 'bin'
+# The test cluster decodes protobuf requests with this checkout's kubectl, whatever PATH says.
+os.environ.setdefault(*GO_BINARY)
 
 
 # One implementation of "run a CLI without blocking the loop the test API server serves from".
@@ -43,7 +46,8 @@ def pytest_configure(config: pytest.Config) -> None:
 # tests use a server, a database, a subprocess or a binary; unit tests are pure and are held to it.
 E2E = ("tests/e2e/", "tests/test_localstack.py")
 INTEGRATION = (
-    "tests/integration/", "tests/podrunner/", "tests/test_pgserver.py", "tests/worker/test_lease.py",
+    "tests/integration/", "tests/testcluster/tests/test_runner.py", "tests/testcluster/tests/test_volumes.py",
+    "tests/testcluster/tests/test_envresolve.py", "tests/test_pgserver.py", "tests/worker/test_lease.py",
     "tests/worker/test_mcp.py", "tests/replay/test_branches.py", "tests/replay/test_server.py",
     "tests/replay/test_cli.py", "tests/replay/test_turns.py", "tests/chart/test_dockerfile.py",
 )

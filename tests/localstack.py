@@ -1,6 +1,6 @@
 """The local stack behind ``make dev`` / ``make dev-down`` / ``make demo`` (no container engine).
 
-``up`` starts, in the background: the test cluster (``python -m tests.cluster serve``), the
+``up`` starts, in the background: the test cluster (``python -m testcluster serve``), the
 replay model (``examples/replay`` plus SESSIONOPS_REPLAY_DIRS; every scenario it loads is in
 the catalog as ``replay/<name>``), the pod runner and the operator, installs the chart with
 the real ``helm``, and returns when everything is ready. The default model is
@@ -37,7 +37,9 @@ import psycopg
 
 from tests import pgserver
 from tests.stack import (
+    GO_BINARY,
     OPERATOR_NS,
+    POD_RUNNER_ARGS,
     ROOT,
     TOOLS,
     USER,
@@ -163,9 +165,9 @@ def up(model: DemoModel) -> None:
     tokens.write_text(f'{user_token},{USER},{USER},"{",".join(USER_GROUPS)}"\n')
     tokens.chmod(0o600)
 
-    cluster = _spawn("cluster", "-m", "tests.cluster", "serve", "--kubeconfig", str(admin_kubeconfig),
+    cluster = _spawn("cluster", "-m", "testcluster", "serve", "--kubeconfig", str(admin_kubeconfig),
                      "--token-auth-file", str(tokens), "--pod-logs", str(DEV / "pods"),
-                     "--service", f"{OPERATOR_NS}/{WEBHOOK_SERVICE}=127.0.0.1:{webhook_port}")
+                     "--service", f"{OPERATOR_NS}/{WEBHOOK_SERVICE}=127.0.0.1:{webhook_port}", env=dict([GO_BINARY]))
     _record("cluster", cluster)
     _wait_line("cluster", r"serving (https://\S+)", cluster)
     kubeconfig = kubeconfig_with_token(admin_kubeconfig, DEV / "kubeconfig", user_token, NAMESPACE)
@@ -186,8 +188,8 @@ def up(model: DemoModel) -> None:
         asyncio.run(stack.apply({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": DEMO_KEY_SECRET},
                                  "stringData": {"api-key": model.api_key}}, NAMESPACE, admin=True))
 
-    runner = _spawn("podrunner", "-m", "tests.podrunner", "--kubeconfig", str(admin_kubeconfig),
-                    "--workdirs", str(DEV / "workdirs"), "--log-dir", str(DEV / "pods"))
+    runner = _spawn("podrunner", "-m", "testcluster.podrunner", "--kubeconfig", str(admin_kubeconfig),
+                    "--workdirs", str(DEV / "workdirs"), "--log-dir", str(DEV / "pods"), *POD_RUNNER_ARGS)
     _record("podrunner", runner)
     operator = _spawn("operator", "-m", "sessionops.manager", env=stack.operator_env)
     _record("operator", operator)

@@ -28,14 +28,19 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 import psycopg
 import psycopg.sql
 import yaml
 
+import sessionops
+from sessionops.api.names import SESSION_LABEL
 from sessionops.platform import checkpoint_scope
+
+if TYPE_CHECKING:
+    from testcluster.podrunner import PodRunner
 
 ROOT = Path(__file__).resolve().parents[1]
 TOOLS = ROOT / ".tools" / "bin"
@@ -48,6 +53,23 @@ USER = "alice"
 USER_GROUPS = ("team-a-devs",)
 USER_BINDING = f"{USER}-edit"
 OPERATOR_TOKEN_DURATION = "720h"
+GO_BINARY = ("FAITHFUL_CLUSTER_GO_BINARY", str(TOOLS / "kubectl"))
+"""The environment variable that tells the test cluster which client-go binary to read protobuf types from
+(``testcluster.protobuf``; it falls back to ``kubectl`` on PATH)."""
+PACKAGE_DIR = Path(sessionops.__file__).resolve().parents[1]
+"""The directory holding the ``sessionops`` package (``operator/`` of this checkout)."""
+POD_RUNNER_ARGS = ("--python-path", str(PACKAGE_DIR), "--workdir-label", SESSION_LABEL)
+"""``make_pod_runner``'s options for ``python -m testcluster.podrunner``."""
+
+
+def make_pod_runner(kubeconfig: Path, workdirs: Path, **options: Any) -> PodRunner:
+    """A (not yet started) pod runner for the product's Jobs: the Jobs of one session share its work
+    directory (a Retry finds the crashed segment's files), and a container another UID's interpreter
+    runs (the tools sidecar) finds this checkout's package by PYTHONPATH: that interpreter reads none
+    of our site-packages, where a clean clone's editable install lives."""
+    from testcluster.podrunner import PodRunner
+
+    return PodRunner(kubeconfig, workdirs, python_path=[PACKAGE_DIR], workdir_label=SESSION_LABEL, **options)
 
 
 def admin_dsn() -> str:
@@ -309,7 +331,7 @@ async def running_stack(root: Path, *, namespace: str = "team-a", operator: bool
     """Yields (stack, cluster): the cluster object lets tests set SAR policies and inject faults.
     ``checkpoint_retention``: the chart's default unless given."""
     from sessionops.replay.server import ReplayServer
-    from tests.cluster import running_cluster
+    from testcluster import running_cluster
 
     root.mkdir(parents=True, exist_ok=True)
     db_name, dsn = await asyncio.to_thread(create_database)
@@ -327,8 +349,7 @@ async def running_stack(root: Path, *, namespace: str = "team-a", operator: bool
             await install(stack, list(replay.scenarios), [namespace], checkpoint_retention=checkpoint_retention)
             runner = None
             if pod_runner:
-                from tests.podrunner import PodRunner
-                runner = PodRunner(root / "admin.kubeconfig", root / "workdirs", log_dir=root / "pods")
+                runner = make_pod_runner(root / "admin.kubeconfig", root / "workdirs", log_dir=root / "pods")
                 # Its watches are blocking clients: never block the loop the test cluster serves from.
                 await asyncio.to_thread(runner.start)
                 stack.pod_runner = runner

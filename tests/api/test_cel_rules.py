@@ -4,12 +4,13 @@ valid and invalid objects, exactly as the API server applies them."""
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 
 import pytest
 import yaml
 
 from sessionops.api import crds
-from tests.cluster.schema import FieldError, admit_custom_object, crd_rule_problems
+from testcluster.schema import FieldError, admit_custom_object, crd_rule_problems
 
 CRDS = {yaml.safe_load(t)["spec"]["names"]["kind"]: yaml.safe_load(t) for t in crds.render_all().values()}
 SNAP = {"systemPrompt": "p", "model": "replay/hello", "approvalMode": "Default"}
@@ -192,3 +193,24 @@ def test_a_consumed_input_keeps_its_run_and_a_pending_one_may_settle() -> None:
     for phase in ("Consumed", "Rejected", "Cancelled"):
         admit("AgentInput", input_with({"phase": phase, "run": "s-t1"}), input_with({"phase": "Pending"}))
     admit("AgentInput", input_with({"phase": "Consumed", "run": "s-t1"}), input_with(None))
+
+
+def test_the_charts_input_crd_accepts_a_valid_input_and_rejects_a_blank_model() -> None:
+    path = Path(__file__).resolve().parents[2] / "charts/sessionops/crds/sessionops.dev_agentinputs.yaml"
+    crd = yaml.safe_load(path.read_text())
+    version = crd["spec"]["versions"][0]["name"]
+    body = {
+        "apiVersion": f"sessionops.dev/{version}",
+        "kind": "AgentInput",
+        "metadata": {"name": "in-1", "namespace": "default"},
+        "spec": {"sessionRef": {"name": "s"}, "messages": [{"content": "hi"}]},
+    }
+    result, warnings = admit_custom_object(crd, version, body, None)
+    assert result["spec"]["kind"] == "Message"
+    assert warnings == []
+    blank = copy.deepcopy(body)
+    blank["spec"]["overrides"] = {"model": " "}
+    blank["spec"]["delivery"] = "FollowUp"
+    with pytest.raises(FieldError) as info:
+        admit_custom_object(crd, version, blank, None)
+    assert "spec.overrides.model: Invalid value: must not be blank" in info.value.message

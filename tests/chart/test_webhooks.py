@@ -60,7 +60,7 @@ def _status_hook(rendered: Rendered) -> dict[str, Any]:
 def test_status_writes_go_to_the_status_webhook_except_the_operators(rendered: Rendered) -> None:
     """Status is the operator's and its workers' record (issue 12): every status subresource write is
     validated, failing closed; the operator's own writes skip the call (issue 17)."""
-    from tests.cluster import cel
+    from testcluster import cel
 
     hook = _status_hook(rendered)
     client = hook["clientConfig"]
@@ -275,7 +275,7 @@ def test_paths_are_where_kopf_serves_the_handlers(default: Rendered) -> None:
 
 def _calls(hook: dict[str, Any], operation: str, plural: str, old: dict | None, new: dict) -> bool:
     """Whether the API server would call ``hook`` (its matchConditions, evaluated with CEL)."""
-    from tests.cluster import cel
+    from testcluster import cel
 
     request = {"operation": operation, "resource": {"group": "sessionops.dev", "version": "v1alpha1",
                                                     "resource": plural}}

@@ -13,10 +13,11 @@ from sessionops.api.config import OperatorConfig
 from sessionops.platform.kube import load_api_client
 from sessionops.platform.worker_kube import WorkerKube
 from sessionops.replay import ReplayServer, running_replay_server
+from testcluster.podrunner import PodRunner
+from testcluster.podrunner.threaded import threaded_cluster
 from tests.agent.pg import pg_dsn, pg_template, provision_namespace  # noqa: F401  (fixtures)
 from tests.identities import api_path, chart_rbac, role_binding
-from tests.podrunner import PodRunner
-from tests.podrunner.threaded import threaded_cluster
+from tests.stack import make_pod_runner
 from tests.worker.harness import ALICE, ALICE_EDIT, MCP_HEADER_SECRETS, NS, OPERATOR_NS, Stack
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -65,8 +66,8 @@ def stack(tmp_path: Path, replay: ReplayServer, pg_dsn: str) -> Iterator[Stack]:
         replay.records.clear()
         # The grace period must exceed the worker's own SIGTERM deadline (segment.TERMINATE_TIMEOUT, 5 s),
         # as a kubelet's 30 s default does: equal values raced, and a loaded machine lost the race.
-        runner = PodRunner(tmp_path / "kubeconfig", tmp_path / "workdirs", log_dir=tmp_path / "logs",
-                           max_grace_seconds=10)
+        runner = make_pod_runner(tmp_path / "kubeconfig", tmp_path / "workdirs", log_dir=tmp_path / "logs",
+                                 max_grace_seconds=10)
         with runner:
             stack = Stack(cluster=cluster, kube=kube, runner=runner, replay=replay, dsn=admin_dsn,
                           config=operator_config(replay), workdirs=tmp_path / "workdirs")

@@ -28,9 +28,9 @@ from sessionops.execution import jobs, segments
 from sessionops.platform import checkpoints
 from sessionops.platform.worker_kube import CUSTOM, WorkerKube
 from sessionops.replay import ReplayServer
+from testcluster import FaithfulCluster
+from testcluster.podrunner import Execution, PodRunner
 from tests import identities
-from tests.cluster import FaithfulCluster
-from tests.podrunner import Execution, PodRunner
 
 NS = "team-a"
 ALICE = SubmittedBy(username="alice", uid="uid-alice", groups=["team-a-devs", "system:authenticated"])

@@ -11,7 +11,7 @@ import pytest
 from sessionops.platform.kube import load_api_client
 from sessionops.platform.worker_kube import WorkerKube
 from sessionops.worker.lease import LeaseLost, LeaseUnavailable, SessionLease, worker_identity
-from tests.podrunner.threaded import threaded_cluster
+from testcluster.podrunner.threaded import threaded_cluster
 
 NS = "team-a"
 

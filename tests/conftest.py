@@ -44,7 +44,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 # Tiers (``-m unit`` is ``make test-fast``): e2e scenarios drive the whole product; integration
 # tests use a server, a database, a subprocess or a binary; unit tests are pure and are held to it.
-E2E = ("tests/e2e/", "tests/test_localstack.py")
+E2E = ("tests/e2e/", "tests/test_localstack.py", "tests/test_localstack_model.py")
 INTEGRATION = (
     "tests/integration/", "tests/testcluster/tests/test_runner.py", "tests/testcluster/tests/test_volumes.py",
     "tests/testcluster/tests/test_envresolve.py", "tests/test_pgserver.py", "tests/worker/test_lease.py",

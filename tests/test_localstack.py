@@ -3,7 +3,6 @@ commands as a reader pastes them (a shell with only the environment the demo pri
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -11,12 +10,10 @@ import tempfile
 from pathlib import Path
 
 import pytest
-import yaml
 
-from sessionops.replay import running_replay_server
 from tests import pgserver
 from tests.localstack import DEMO_KEY_SECRET, DemoModel, demo_model
-from tests.stack import CONFIGMAP, EXAMPLES_REPLAY, OPERATOR_NS, ROOT
+from tests.stack import ROOT
 from tests.test_pgserver import modes
 
 TRY_IT = "Try it yourself: paste these lines into a shell"
@@ -123,46 +120,6 @@ def test_demo_converses_and_every_printed_command_runs_when_pasted(tmp_path: Pat
     assert postgres.private or (dev / "postgres" / "data" / "PG_VERSION").exists(), "a user's data stays in .dev"
     assert not postgres.private or not postgres.runtime.exists(), "root's private server directory is removed"
     assert modes([ROOT, dev.parent, Path(tempfile.gettempdir())]) == outside, "no permission changed outside"
-
-
-def test_a_real_model_from_the_environment_is_the_demo_model_with_its_key_in_a_secret(tmp_path: Path) -> None:
-    dev, key = tmp_path / "dev", "sk-demo-0123456789"
-    pids: list[int] = []
-    # The replay server stands in for an OpenAI-compatible provider that requires its key.
-    with running_replay_server(dirs=[EXAMPLES_REPLAY], api_key=key) as provider:
-        env = {"SESSIONOPS_DEMO_MODEL": "openai/assistant", "OPENAI_API_KEY": key,
-               "OPENAI_BASE_URL": f"{provider.url}/v1"}
-        try:
-            up = run("up", dev, **env)
-            assert up.returncode == 0, up.stdout + up.stderr + logs(dev)
-            pids = [int(line.split()[1]) for line in (dev / "pids").read_text().splitlines()]
-            assert "default model (the demo session's): openai/assistant" in up.stdout
-            demo = run("demo", dev, **env)
-            assert demo.returncode == 0, demo.stdout + demo.stderr + logs(dev)
-            assert "Demo model: openai/assistant" in demo.stdout
-            assert 'You said: "Hello! What can you do?"' in demo.stdout
-            pasted = paste(printed_block(demo.stdout, TRY_IT))
-            assert pasted.returncode == 0, pasted.stdout + pasted.stderr
-            assert 'You said: "Thanks! Now tell me a short joke."' in pasted.stdout
-
-            kubectl = [str(ROOT / ".tools" / "bin" / "kubectl"), "--kubeconfig", str(dev / "admin.kubeconfig")]
-            config = json.loads(subprocess.run([*kubectl, "get", "configmap", CONFIGMAP, "-n", OPERATOR_NS, "-o",
-                                                "json"], capture_output=True, text=True, check=True).stdout)
-            secret = json.loads(subprocess.run([*kubectl, "get", "secret", DEMO_KEY_SECRET, "-n", "default", "-o",
-                                                "json"], capture_output=True, text=True, check=True).stdout)
-        finally:
-            down = run("down", dev)
-        served = [r for r in provider.records if r["status"] == 200]
-    assert down.returncode == 0
-    assert_stopped(pids)
-    catalog = yaml.safe_load(config["data"]["config.yaml"])
-    assert catalog["defaults"]["model"] == "openai/assistant"
-    assert {"name": "openai/assistant", "provider": "openai", "model": "assistant", "endpoint": f"{provider.url}/v1",
-            "secretKeyRef": {"name": DEMO_KEY_SECRET, "key": "api-key"}}.items() <= next(
-        m for m in catalog["models"] if m["name"] == "openai/assistant").items()
-    assert key not in json.dumps(config), "the key is never in the ConfigMap"
-    assert "api-key" in secret["data"]
-    assert len(served) >= 2 and all(r["apiKey"] == key and r["model"] == "assistant" for r in served)
 
 
 @pytest.mark.parametrize(("env", "expected"), [

@@ -9,11 +9,11 @@ import datetime
 from typing import Any
 
 from sessionops.api import conditions
-from sessionops.api.input import InputKind, InputPhase
+from sessionops.api.input import InputKind
 from sessionops.api.run import TERMINAL_PHASES, RunPhase, SegmentKind, WaitpointKind
 from sessionops.api.run_conditions import READY, with_phase
 from sessionops.platform.timestamps import iso
-from sessionops.views.job import JobView
+from sessionops.views import InputView, JobView, RunView
 
 # Outcomes of a segment (status.segments[].outcome).
 LOST = "Lost"  # the pod died, was evicted or OOM-killed, or exited without a verdict
@@ -74,10 +74,6 @@ class RunPlan:
     status: dict[str, Any] = dataclasses.field(default_factory=dict)  # merge patch of run status
 
 
-def _phase(run: dict[str, Any]) -> str | None:
-    return (run.get("status") or {}).get("phase")
-
-
 def _next(segments: list[dict[str, Any]], kind: str, now: datetime.datetime, run_name: str,
           resume_input: str | None = None) -> tuple[list[dict[str, Any]], tuple[int, str, str | None]]:
     n = len(segments) + 1
@@ -91,7 +87,7 @@ def _pod_ready(run: dict[str, Any], trouble: PodTrouble, now: datetime.datetime)
     """The run's conditions with Ready showing the pod's trouble; None when already shown
     (a no-op write is skipped: it would also be one more run event)."""
     wanted = conditions.condition(READY, False, trouble.reason, f"pod {trouble.pod}: {trouble.message}")
-    current = (run.get("status") or {}).get("conditions") or []
+    current = RunView(run).conditions
     result = conditions.updated(run, [wanted], now)
     return None if result == current else result
 
@@ -106,10 +102,10 @@ def decide(run: dict[str, Any], job: dict[str, Any] | None, resume_inputs: list[
     creation, a configuration error fails the run without retries: a new pod would fail the same way)."""
     plan = RunPlan()
     name = run["metadata"]["name"]
-    status = run.get("status") or {}
-    phase = _phase(run)
-    segments = [dict(s) for s in status.get("segments") or []]
-    if (run.get("spec") or {}).get("cancel") or phase == RunPhase.CANCELLING.value:
+    stored = RunView(run)
+    phase = stored.phase
+    segments = [dict(s) for s in stored.segments]
+    if stored.cancel_requested or phase == RunPhase.CANCELLING.value:
         return plan  # the cancellation controller owns the run from here
     if not segments:
         if phase in TERMINAL_PHASES:
@@ -160,17 +156,16 @@ def decide(run: dict[str, Any], job: dict[str, Any] | None, resume_inputs: list[
         return plan
 
     if phase == RunPhase.WAITING.value:
-        waitpoint = status.get("waitpoint") or {}
-        if waitpoint.get("kind") == WaitpointKind.DELEGATION.value:
+        if stored.waitpoint_kind == WaitpointKind.DELEGATION.value:
             # No input answers a delegation: the worker reads the children's outcomes.
             if delegation_due:
                 segments, plan.start_segment = _next(segments, SegmentKind.RESUME.value, now, name)
                 plan.status = _resuming(run, segments, now)
             return plan
-        for inp in sorted(resume_inputs, key=lambda i: int((i.get("spec") or {}).get("sequence") or 0)):
-            spec = inp.get("spec") or {}
-            if spec.get("waitpointId") != waitpoint.get("id"):
-                plan.reject_input = (inp["metadata"]["name"], f'stale waitpoint "{spec.get("waitpointId")}"')
+        for inp in sorted(resume_inputs, key=lambda i: InputView(i).sequence):
+            answer = InputView(inp)
+            if answer.waitpoint_id != stored.waitpoint_id:
+                plan.reject_input = (inp["metadata"]["name"], f'stale waitpoint "{answer.waitpoint_id}"')
                 return plan
             segments, plan.start_segment = _next(segments, SegmentKind.RESUME.value, now, name,
                                                  inp["metadata"]["name"])
@@ -205,7 +200,4 @@ def _config_error(run: dict[str, Any], segments: list[dict[str, Any]], trouble: 
 
 def pending_resumes(inputs: list[dict[str, Any]], run_name: str) -> list[dict[str, Any]]:
     return [i for i in inputs
-            if (i.get("spec") or {}).get("kind") == InputKind.RESUME.value
-            and (i.get("spec") or {}).get("run") == run_name
-            and ((i.get("status") or {}).get("phase") or InputPhase.PENDING.value) == InputPhase.PENDING.value
-            and not i.get("metadata", {}).get("deletionTimestamp")]
+            if (view := InputView(i)).kind == InputKind.RESUME.value and view.resume_run == run_name and view.pending]

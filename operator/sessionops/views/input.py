@@ -17,6 +17,7 @@ class InputView(View):
     session_name: Field[str] = Field("spec", "sessionRef", "name", default="")
     kind: Field[str] = Field("spec", "kind", default=InputKind.MESSAGE.value)
     delivery: Field[str | None] = Field("spec", "delivery", default=None)
+    messages: Field[Sequence[Mapping[str, Any]]] = Field("spec", "messages", default=())
     resume_run: Field[str | None] = Field("spec", "run", default=None)
     waitpoint_id: Field[str | None] = Field("spec", "waitpointId", default=None)
     stored_sequence: Field[int] = Field("spec", "sequence", default=0)

@@ -21,9 +21,12 @@ class SessionView(View):
 
     status: Field[Mapping[str, Any]] = Field("status", default=EMPTY)
     phase: Field[str | None] = Field("status", "phase", default=None)
+    model: Field[str | None] = Field("status", "model", default=None)
+    approval_mode: Field[str | None] = Field("status", "approvalMode", default=None)
     active_run: Field[str | None] = Field("status", "activeRun", default=None)
     queue: Field[Mapping[str, Any]] = Field("status", "queue", default=EMPTY)
     paused: Field[bool] = Field("status", "queue", "paused", default=False)
+    paused_reason: Field[str | None] = Field("status", "queue", "pausedReason", default=None)
     held_back: Field[str | None] = Field("status", "queue", "heldBack", default=None)
     stored_last_sequence: Field[int] = Field("status", "lastSequence", default=0)
     conditions: Field[Sequence[Mapping[str, Any]]] = Field("status", "conditions", default=())

@@ -20,7 +20,9 @@ class InputView(View):
     messages: Field[Sequence[Mapping[str, Any]]] = Field("spec", "messages", default=())
     resume_run: Field[str | None] = Field("spec", "run", default=None)
     waitpoint_id: Field[str | None] = Field("spec", "waitpointId", default=None)
-    stored_sequence: Field[int] = Field("spec", "sequence", default=0)
+    answers: Field[Sequence[Any] | None] = Field("spec", "answers", default=None)
+    decisions: Field[Sequence[Mapping[str, Any]] | None] = Field("spec", "decisions", default=None)
+    stored_sequence: Field[int | None] = Field("spec", "sequence", default=None)
     context_snapshot: Field[Mapping[str, Any] | None] = Field("spec", "contextSnapshot", default=None)
     submitted_by: Field[Mapping[str, Any] | None] = Field("spec", "submittedBy", default=None)
 
@@ -36,7 +38,7 @@ class InputView(View):
     @property
     def sequence(self) -> int:
         """The receipt order in the session (0 before admission wrote it)."""
-        return int(self.stored_sequence)
+        return int(self.stored_sequence or 0)
 
     @property
     def pending(self) -> bool:

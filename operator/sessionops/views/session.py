@@ -18,6 +18,7 @@ class SessionView(View):
     delegation: Field[Mapping[str, Any]] = Field("spec", "delegation", default=EMPTY)
     delegated_name: Field[str | None] = Field("spec", "delegation", "name", default=None)
     parent_run: Field[str | None] = Field("spec", "delegation", "parentRun", default=None)
+    tool_call_id: Field[str | None] = Field("spec", "delegation", "toolCallId", default=None)
 
     status: Field[Mapping[str, Any]] = Field("status", default=EMPTY)
     phase: Field[str | None] = Field("status", "phase", default=None)

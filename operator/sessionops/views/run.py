@@ -22,7 +22,6 @@ class RunView(View):
     source_agent: Field[str | None] = Field("spec", "contextSnapshot", "source", "agentName", default=None)
     cancel_requested: Field[bool] = Field("spec", "cancel", default=False)
 
-    status: Field[Mapping[str, Any]] = Field("status", default=EMPTY)
     stored_phase: Field[str | None] = Field("status", "phase", default=None)
     segments: Field[Sequence[Mapping[str, Any]]] = Field("status", "segments", default=())
     waitpoint: Field[Mapping[str, Any]] = Field("status", "waitpoint", default=EMPTY)

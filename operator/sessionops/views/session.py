@@ -15,7 +15,6 @@ class SessionView(View):
 
     agent_name: Field[str] = Field("spec", "agentRef", "name", default="")
     context_snapshot: Field[Mapping[str, Any] | None] = Field("spec", "contextSnapshot", default=None)
-    delegation: Field[Mapping[str, Any]] = Field("spec", "delegation", default=EMPTY)
     delegated_name: Field[str | None] = Field("spec", "delegation", "name", default=None)
     parent_run: Field[str | None] = Field("spec", "delegation", "parentRun", default=None)
     tool_call_id: Field[str | None] = Field("spec", "delegation", "toolCallId", default=None)
@@ -25,7 +24,6 @@ class SessionView(View):
     model: Field[str | None] = Field("status", "model", default=None)
     approval_mode: Field[str | None] = Field("status", "approvalMode", default=None)
     active_run: Field[str | None] = Field("status", "activeRun", default=None)
-    queue: Field[Mapping[str, Any]] = Field("status", "queue", default=EMPTY)
     paused: Field[bool] = Field("status", "queue", "paused", default=False)
     paused_reason: Field[str | None] = Field("status", "queue", "pausedReason", default=None)
     held_back: Field[str | None] = Field("status", "queue", "heldBack", default=None)

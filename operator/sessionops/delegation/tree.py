@@ -111,11 +111,11 @@ def result(child: Child, *, cut_off: bool = False) -> dict[str, Any]:
     value: dict[str, Any] = {"session": child.session_name, "phase": phase(child)}
     if run := run_of(child.input):
         value["run"] = run
-    run = RunView(child.run)
+    turn = RunView(child.run)
     if value["phase"] == RunPhase.SUCCEEDED.value:
-        value["text"] = run.result_text
+        value["text"] = turn.result_text
     elif value["phase"] == RunPhase.FAILED.value:
-        failed = [c for c in run.conditions if c.get("type") == "Failed" and c.get("status") == "True"]
+        failed = [c for c in turn.conditions if c.get("type") == "Failed" and c.get("status") == "True"]
         value["message"] = failed[-1].get("message", "") if failed else ""
     elif value["phase"] in NOT_RUN:
         conds = InputView(child.input).conditions

@@ -131,7 +131,7 @@ async def _delegation_due(kube: Kube, config: OperatorConfig, run: dict[str, Any
     wanted = [tree.child_status(given, child, cut_off=child.session_name in was_cut or
                                 (due.deadline_passed and not tree.ended(child))).dump()
               for given, child in children]
-    if wanted != view.children:
+    if wanted != list(view.children):
         await kube.patch_status("agentruns", namespace, name, {"status": {"children": wanted}})
     if due.deadline_passed:
         await delegation.cascade(kube, run, f"the parent run {name} stopped waiting after "

@@ -270,7 +270,7 @@ def test_decide(sentence: str, given: Given, expected: Decision) -> None:
 MUTATIONS = [
     ("the retry bound is gone (unbounded retries)", "if retries < p.max_retries:", "if True:"),
     ("the start timeout is gone", "if age is None or age <= p.start_timeout_seconds:", "if True:"),
-    ("the stale-waitpoint check is gone", "if waitpoint_id == _waitpoint(p).get(\"id\"):", "if True:"),
+    ("the stale-waitpoint check is gone", "if waitpoint_id == p.stored.waitpoint_id:", "if True:"),
     ("a delegation resumes before it is due", "if not p.delegation_due:", "if False:"),
     ("a lost pod after the worker's verdict is retried",
      "or p.phase not in _VERDICTS:", "or True:"),

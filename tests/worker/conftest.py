@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from sessionops.api.config import OperatorConfig
-from sessionops.platform.kube import load_api_client
+from sessionops.platform.kube import Kube, load_api_client
 from sessionops.platform.worker_kube import WorkerKube
 from sessionops.replay import ReplayServer, running_replay_server
 from testcluster.podrunner import PodRunner
@@ -46,6 +46,7 @@ def operator_config(replay: ReplayServer) -> OperatorConfig:
 def stack(tmp_path: Path, replay: ReplayServer, pg_dsn: str) -> Iterator[Stack]:  # noqa: F811
     with threaded_cluster(tmp_path / "kubeconfig", bookmark_interval=0.2, strict=True) as cluster:
         kube = WorkerKube(load_api_client(str(tmp_path / "kubeconfig")))
+        operator = Kube(load_api_client(str(tmp_path / "kubeconfig")))
         for crd in sorted((ROOT / "crds").glob("*.yaml")):
             kube.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
                          body=yaml.safe_load(crd.read_text()))
@@ -69,13 +70,14 @@ def stack(tmp_path: Path, replay: ReplayServer, pg_dsn: str) -> Iterator[Stack]:
         runner = make_pod_runner(tmp_path / "kubeconfig", tmp_path / "workdirs", log_dir=tmp_path / "logs",
                                  max_grace_seconds=10)
         with runner:
-            stack = Stack(cluster=cluster, kube=kube, runner=runner, replay=replay, dsn=admin_dsn,
-                          config=operator_config(replay), workdirs=tmp_path / "workdirs")
+            stack = Stack(cluster=cluster, kube=kube, operator=operator, runner=runner, replay=replay,
+                          dsn=admin_dsn, config=operator_config(replay), workdirs=tmp_path / "workdirs")
             stack.agent()
             try:
                 yield stack
             finally:
                 _report_failures(runner)
+        operator.close()
         kube.close()
 
 

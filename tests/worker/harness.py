@@ -1,14 +1,16 @@
 """The worker's test stack without the operator: the test cluster, the pod runner (real
 worker subprocesses), PostgreSQL and the replay model over HTTP.
 
-The test stands in for admission and the operator: it writes objects as the admission
-webhook would (``contextSnapshot``, ``sequence``, ``submittedBy``) and applies the run
-controller's own pure decision (``sessionops.execution.segments.decide``) with
-``reconcile``, so segments and Jobs are exactly what the operator would create.
+The test stands in for admission and the scheduler: it writes objects as the admission
+webhook would (``contextSnapshot``, ``sequence``, ``submittedBy``) and creates runs as the
+scheduler would. ``reconcile`` is a pass of the run controller itself: its pure decision
+(``sessionops.execution.segments.decide``) applied by its own adapter
+(``sessionops.execution.reconcile.apply``), so segments and Jobs are what the operator creates.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import datetime
 import time
@@ -18,16 +20,17 @@ from typing import Any
 
 from langgraph.types import StateSnapshot
 
-from sessionops.api.agent import WorkerSettings
 from sessionops.api.config import OperatorConfig
 from sessionops.api.input import SubmittedBy
 from sessionops.api.names import SESSION_LABEL
 from sessionops.api.snapshot import ContextSnapshot, SnapshotSource
 from sessionops.cancellation import checkpoint_graph
-from sessionops.execution import jobs, segments
+from sessionops.execution import reconcile, segments
 from sessionops.platform import checkpoints
+from sessionops.platform.kube import Kube
 from sessionops.platform.worker_kube import CUSTOM, WorkerKube
 from sessionops.replay import ReplayServer
+from sessionops.views import RunView
 from testcluster import FaithfulCluster
 from testcluster.podrunner import Execution, PodRunner
 from tests import identities
@@ -58,6 +61,8 @@ def wait_for(what: str, check: Callable[[], Any], timeout: float = 30) -> Any:
 class Stack:
     cluster: FaithfulCluster
     kube: WorkerKube
+    operator: Kube
+    """The run controller's own client (the administrator's kubeconfig, as the operator's is)."""
     runner: PodRunner
     replay: ReplayServer
     dsn: str
@@ -152,27 +157,18 @@ class Stack:
             self.patch_status("agentinputs", inp, {"phase": "Consumed", "run": name})
         return run
 
-    # The run controller's decision, applied as the operator would.
-    def reconcile(self, run_name: str, *, worker: WorkerSettings | None = None) -> segments.RunPlan:
+    # The run controller.
+    def reconcile(self, run_name: str) -> segments.RunPlan:
+        """One pass of the run controller: its decision, applied by its adapter (no delegation
+        here, and the fixture provisioned the namespace's database credential)."""
         run = self.get("agentruns", run_name)
-        last = ((run.get("status") or {}).get("segments") or [None])[-1]
-        job = self.kube.read(f"/apis/batch/v1/namespaces/{NS}/jobs/{last['job']}") if last else None
-        inputs = self.kube.list_inputs(NS, run["spec"]["sessionRef"]["name"])
+        last = RunView(run).last_segment
+        job = self.job(last["job"]) if last else None
+        inputs = self.kube.list_inputs(NS, RunView(run).session_name)
         plan = segments.decide(run, job, segments.pending_resumes(inputs, run_name),
                                now=datetime.datetime.now(datetime.UTC), max_retries=self.config.worker.max_retries,
                                start_timeout_seconds=self.config.worker.start_timeout_seconds)
-        if plan.status:
-            run = self.patch_status("agentruns", run_name, plan.status)
-        if plan.start_segment is not None:
-            n, kind, resume_input = plan.start_segment
-            if worker is None:
-                agent = self.kube.get("agents", NS, run["spec"]["contextSnapshot"]["source"]["agentName"])
-                raw = ((agent or {}).get("spec") or {}).get("worker")
-                worker = WorkerSettings.model_validate(raw) if raw else None
-            body = jobs.job_body(run, n, kind, config=self.config, worker=worker, resume_input=resume_input)
-            self.kube.request("POST", f"/apis/batch/v1/namespaces/{NS}/jobs", body=body)
-        if plan.consume_input:
-            self.patch_status("agentinputs", plan.consume_input, {"phase": "Consumed", "run": run_name})
+        asyncio.run(reconcile.apply(self.operator, self.config, run, plan, inputs))
         return plan
 
     def segment(self, run_name: str, *, timeout: float = 60) -> tuple[dict[str, Any], Execution]:

@@ -303,8 +303,10 @@ def test_a_second_worker_of_the_session_waits_for_the_lease(stack: Stack) -> Non
 
 
 def test_a_worker_gives_up_on_a_lease_held_by_a_live_writer(stack: Stack) -> None:
-    stack.agent("bounded", worker={"env": [{"name": "SESSIONOPS_LEASE_WAIT_SECONDS", "value": "0.5"}]})
-    stack.session("s1", stack.snapshot("hello", agent="bounded"), agent="bounded")
+    # The shortest Lease the operator configures: its worker waits twice that for a live holder.
+    stack.config = stack.config.model_copy(update={"worker": stack.config.worker.model_copy(
+        update={"lease_duration_seconds": 5})})
+    stack.session("s1", stack.snapshot("hello"))
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     stack.kube.create_lease(NS, {"metadata": {"name": "sessionops-s1"}, "spec": {
         "holderIdentity": "host:elsewhere:1", "leaseDurationSeconds": 30, "renewTime": now}})

@@ -30,6 +30,7 @@ from sessionops.delegation.names import (
     tree_root,
 )
 from sessionops.policy import authz
+from sessionops.views import InputView, RunView, SessionView
 
 FIELD = "spec.delegation.parentRun"
 
@@ -38,9 +39,9 @@ def check_parent(parent: dict[str, Any] | None, name: str) -> dict[str, Any]:
     """The parent run, if it may still delegate (it exists and its turn is active)."""
     if parent is None:
         raise Rejection(FIELD, f'agentrun "{name}" not found in this namespace', NOT_FOUND)
-    phase = (parent.get("status") or {}).get("phase")
-    if phase in TERMINAL_PHASES or (parent.get("spec") or {}).get("cancel") or \
-            parent.get("metadata", {}).get("deletionTimestamp"):
+    view = RunView(parent)
+    phase = view.stored_phase
+    if phase in TERMINAL_PHASES or view.cancel_requested or view.deleting:
         raise Rejection(FIELD, f'agentrun "{name}" is not active (phase {phase}): it can no longer delegate',
                         CONFLICT)
     return parent
@@ -90,7 +91,7 @@ def target_refused(submitted_by: dict[str, Any], agent: str, reason: str) -> Rej
 def child_snapshot(spec: dict[str, Any], parent: dict[str, Any], agent: dict[str, Any] | None,
                    config: OperatorConfig) -> ContextSnapshot:
     """The child's frozen configuration."""
-    parent_snapshot = ContextSnapshot.model_validate(parent["spec"]["contextSnapshot"])
+    parent_snapshot = ContextSnapshot.model_validate(RunView(parent).context_snapshot)
     approval = parent_snapshot.approval_mode
     if (spec.get("delegation") or {}).get("inherit", True):
         for key in ("model", "approvalMode", "context"):
@@ -110,7 +111,7 @@ def child_snapshot(spec: dict[str, Any], parent: dict[str, Any], agent: dict[str
 def child_labels(parent: dict[str, Any], parent_session: dict[str, Any] | None, max_depth: int) -> dict[str, str]:
     """The tree labels of a new child; refuses a child deeper than ``max_depth`` (an agent
     that keeps delegating to itself would otherwise grow the tree without end)."""
-    session = parent["spec"]["sessionRef"]["name"]
+    session = RunView(parent).session_name
     root = tree_root(parent_session) if parent_session else session
     level = (depth(parent_session) if parent_session else 0) + 1
     if level > max_depth:
@@ -126,8 +127,7 @@ def delegated_submitter(session: dict[str, Any] | None, parent: dict[str, Any] |
     run's first input. Only for the one follow-up message that run's delegate call sends to
     its own child, while the run is active."""
     field = f"metadata.labels[{PARENT_RUN_LABEL}]"
-    delegation = ((session or {}).get("spec") or {}).get("delegation") or {}
-    if delegation.get("parentRun") != run:
+    if SessionView(session).parent_run != run:
         raise Rejection(field, f'the session was not delegated by agentrun "{run}"')
     check_parent(parent, run)
     child = (session or {}).get("metadata", {}).get("name", "")
@@ -136,7 +136,7 @@ def delegated_submitter(session: dict[str, Any] | None, parent: dict[str, Any] |
                                          f'"{child_input_name(child)}"')
     if (spec.get("kind") or InputKind.MESSAGE.value) != InputKind.MESSAGE.value:
         raise Rejection("spec.kind", "a delegated input is a Message")
-    submitted = ((first_input or {}).get("spec") or {}).get("submittedBy")
+    submitted = InputView(first_input).submitted_by
     if not submitted:
         raise Rejection(field, f'agentrun "{run}" has no admitted input to act for', CONFLICT)
     return dict(submitted)

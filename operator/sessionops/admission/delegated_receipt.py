@@ -20,6 +20,7 @@ from sessionops.api.names import RUN_LABEL, owner_reference
 from sessionops.api.snapshot import ContextSnapshot
 from sessionops.delegation.names import PARENT_RUN_LABEL
 from sessionops.platform.kube import Kube
+from sessionops.views import InputView, RunView
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,7 +53,7 @@ async def check_delegate(kube: Kube, userinfo: dict[str, Any], namespace: str, r
 
 async def parent_submitter_input(kube: Kube, namespace: str, parent: dict[str, Any] | None) -> dict[str, Any] | None:
     """The first input of the parent run: whose turn it is."""
-    first = ((parent or {}).get("spec") or {}).get("inputs") or []
+    first = RunView(parent).inputs
     return await kube.get("agentinputs", namespace, first[0]) if first else None
 
 
@@ -66,15 +67,14 @@ async def admit_child(kube: Kube, config: OperatorConfig, namespace: str, spec: 
     agent = None
     if not spec["delegation"].get("inherit", True):
         # The child acts for the parent's submitter: that person must be allowed to use the Agent.
-        submitted = ((await parent_submitter_input(kube, namespace, parent) or {}).get("spec") or {}).get(
-            "submittedBy")
+        submitted = InputView(await parent_submitter_input(kube, namespace, parent)).submitted_by
         if submitted:
             allowed, reason = await kube.access_review(delegated.target_review_spec(submitted, namespace, agent_name))
             if not allowed:
                 raise delegated.target_refused(submitted, agent_name, reason)
         agent = await kube.get("agents", namespace, agent_name) if agent_name else None
     snapshot = delegated.child_snapshot(spec, parent, agent, config)
-    parent_session = await kube.get("agentsessions", namespace, parent["spec"]["sessionRef"]["name"])
+    parent_session = await kube.get("agentsessions", namespace, RunView(parent).session_name)
     labels = delegated.child_labels(parent, parent_session, config.delegation_max_depth)
     return Child(snapshot=snapshot, labels=labels, parent=parent)
 

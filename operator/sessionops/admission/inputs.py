@@ -10,8 +10,9 @@ from sessionops.admission.errors import CONFLICT, INVALID, NOT_FOUND, Rejection
 from sessionops.admission.snapshot import with_model_and_approval
 from sessionops.api.config import OperatorConfig
 from sessionops.api.input import Delivery, InputKind
-from sessionops.api.run import TERMINAL_PHASES, RunPhase, WaitpointKind
+from sessionops.api.run import RunPhase, WaitpointKind
 from sessionops.api.snapshot import ContextSnapshot
+from sessionops.views import RunView, SessionView
 
 SERVER_OWNED = ("sequence", "contextSnapshot", "submittedBy")
 
@@ -26,15 +27,10 @@ class Receipt:
 
 def active_turn(session: dict[str, Any], run: dict[str, Any] | None) -> dict[str, Any] | None:
     """The session's active run, if it is still active (not in a terminal phase)."""
-    name = (session.get("status") or {}).get("activeRun")
-    if not name or run is None or run.get("metadata", {}).get("name") != name:
+    name = SessionView(session).active_run
+    if not name or run is None or RunView(run).name != name:
         return None
-    phase = (run.get("status") or {}).get("phase") or RunPhase.PENDING.value
-    return None if phase in TERMINAL_PHASES else run
-
-
-def _phase(run: dict[str, Any]) -> str:
-    return (run.get("status") or {}).get("phase") or RunPhase.PENDING.value
+    return None if RunView(run).terminal else run
 
 
 def decide_receipt(spec: dict[str, Any], session: dict[str, Any] | None, *, session_name: str,
@@ -48,9 +44,9 @@ def decide_receipt(spec: dict[str, Any], session: dict[str, Any] | None, *, sess
     if session is None:
         raise Rejection("spec.sessionRef.name", f'agentsession "{session_name}" not found in this namespace',
                         NOT_FOUND)
-    if session.get("metadata", {}).get("deletionTimestamp"):
+    if SessionView(session).deleting:
         raise Rejection("spec.sessionRef.name", f'agentsession "{session_name}" is being deleted', CONFLICT)
-    stored = (session.get("spec") or {}).get("contextSnapshot")
+    stored = SessionView(session).context_snapshot
     if stored is None:
         raise Rejection("spec.sessionRef.name", f'agentsession "{session_name}" has no snapshot yet', CONFLICT)
     session_snapshot = ContextSnapshot.model_validate(stored)
@@ -59,11 +55,10 @@ def decide_receipt(spec: dict[str, Any], session: dict[str, Any] | None, *, sess
         raise Rejection("spec.answers", "answers belong to Resume inputs")
 
     if kind == InputKind.CONTINUE.value:
-        queue = (session.get("status") or {}).get("queue") or {}
         if active_run is not None:
             raise Rejection("spec.kind", f'Continue is refused while turn "{active_run["metadata"]["name"]}" '
                                          "is active", CONFLICT)
-        if not queue.get("paused"):
+        if not SessionView(session).paused:
             raise Rejection("spec.kind", "Continue is accepted only while the session's queue is paused", CONFLICT)
         return Receipt(delivery=None, snapshot=session_snapshot)
 
@@ -71,26 +66,26 @@ def decide_receipt(spec: dict[str, Any], session: dict[str, Any] | None, *, sess
         run_name = spec.get("run") or ""
         if resume_run is None:
             raise Rejection("spec.run", f'agentrun "{run_name}" not found in this namespace', NOT_FOUND)
-        if (resume_run.get("spec") or {}).get("sessionRef", {}).get("name") != session_name:
+        resumed = RunView(resume_run)
+        if resumed.session_name != session_name:
             raise Rejection("spec.run", f'agentrun "{run_name}" does not belong to session "{session_name}"',
                             INVALID)
-        if _phase(resume_run) != RunPhase.WAITING.value:
-            raise Rejection("spec.run", f'agentrun "{run_name}" is not waiting (phase {_phase(resume_run)}): '
+        if resumed.phase != RunPhase.WAITING.value:
+            raise Rejection("spec.run", f'agentrun "{run_name}" is not waiting (phase {resumed.phase}): '
                                         "nothing to resume", CONFLICT)
-        waitpoint = (resume_run.get("status") or {}).get("waitpoint") or {}
-        if spec.get("waitpointId") != waitpoint.get("id"):
+        if spec.get("waitpointId") != resumed.waitpoint_id:
             raise Rejection("spec.waitpointId", f'stale waitpoint "{spec.get("waitpointId")}": the run now waits '
-                                                f'at "{waitpoint.get("id")}"', CONFLICT)
-        resume.check_resume(waitpoint, answers=spec.get("answers"), decisions=spec.get("decisions"))
-        return Receipt(delivery=None, snapshot=ContextSnapshot.model_validate(resume_run["spec"]["contextSnapshot"]))
+                                                f'at "{resumed.waitpoint_id}"', CONFLICT)
+        resume.check_resume(resumed.waitpoint, answers=spec.get("answers"), decisions=spec.get("decisions"))
+        return Receipt(delivery=None, snapshot=ContextSnapshot.model_validate(resumed.context_snapshot))
 
     # Message
-    if active_run is not None and _phase(active_run) in (RunPhase.WAITING.value, RunPhase.CANCELLING.value):
-        waitpoint = (active_run.get("status") or {}).get("waitpoint") or {}
-        what = ("is being cancelled" if _phase(active_run) == RunPhase.CANCELLING.value else
-                "waits for its delegated child sessions" if waitpoint.get("kind") == WaitpointKind.DELEGATION.value
+    active = RunView(active_run) if active_run is not None else None
+    if active is not None and active.phase in (RunPhase.WAITING.value, RunPhase.CANCELLING.value):
+        what = ("is being cancelled" if active.phase == RunPhase.CANCELLING.value else
+                "waits for its delegated child sessions" if active.waitpoint_kind == WaitpointKind.DELEGATION.value
                 else "waits for a Resume input")
-        raise Rejection("spec.kind", f'messages are refused while turn "{active_run["metadata"]["name"]}" {what}',
+        raise Rejection("spec.kind", f'messages are refused while turn "{active.name}" {what}',
                         CONFLICT)
     delivery = spec.get("delivery") or (Delivery.STEER.value if active_run is not None else Delivery.FOLLOW_UP.value)
     overrides = spec.get("overrides") or {}
@@ -98,8 +93,8 @@ def decide_receipt(spec: dict[str, Any], session: dict[str, Any] | None, *, sess
         if overrides:
             raise Rejection("spec.overrides", "a Steer runs with the active turn's configuration and may not carry "
                                               "overrides; use delivery: FollowUp")
-        if active_run is not None:
-            return Receipt(delivery, ContextSnapshot.model_validate(active_run["spec"]["contextSnapshot"]))
+        if active is not None:
+            return Receipt(delivery, ContextSnapshot.model_validate(active.context_snapshot))
         return Receipt(delivery, session_snapshot)
     snapshot = with_model_and_approval(session_snapshot, model=overrides.get("model"),
                                        approval_mode=overrides.get("approvalMode"), config=config,

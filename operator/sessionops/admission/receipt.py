@@ -14,6 +14,7 @@ from sessionops.api.config import OperatorConfig
 from sessionops.api.input import InputKind
 from sessionops.platform.kube import Conflict, Kube
 from sessionops.platform.locks import lock
+from sessionops.views import SessionView
 
 # Bounded: every successful receipt or session status write moves the resourceVersion,
 # so under a burst a receipt may lose the race many times before it wins.
@@ -30,7 +31,7 @@ class Allocated:
 async def read_state(kube: Kube, namespace: str, spec: dict[str, Any]) -> tuple[dict | None, dict | None, dict | None]:
     session_name = (spec.get("sessionRef") or {}).get("name", "")
     session = await kube.get("agentsessions", namespace, session_name)
-    active_name = ((session or {}).get("status") or {}).get("activeRun")
+    active_name = SessionView(session).active_run if session else None
     resume_name = spec.get("run") if spec.get("kind") == InputKind.RESUME.value else None
     active = await kube.get("agentruns", namespace, active_name) if active_name else None
     if resume_name and resume_name == active_name:
@@ -63,7 +64,7 @@ async def _allocate(kube: Kube, config: OperatorConfig, namespace: str, spec: di
         receipt = decide_receipt(spec, session, session_name=session_name, active_run=active,
                                  resume_run=resume_run, config=config)
         assert session is not None  # decide_receipt rejects a missing session
-        sequence = int((session.get("status") or {}).get("lastSequence") or 0) + 1
+        sequence = SessionView(session).last_sequence + 1
         if dry_run:
             return Allocated(sequence, receipt, session)
         cas = {"metadata": {"resourceVersion": session["metadata"]["resourceVersion"]},

@@ -25,6 +25,7 @@ from typing import Any
 
 from sessionops.admission.errors import FORBIDDEN, Rejection
 from sessionops.api.input import InputPhase
+from sessionops.views import InputView
 
 POD_NAME_EXTRA = "authentication.kubernetes.io/pod-name"
 POD_UID_EXTRA = "authentication.kubernetes.io/pod-uid"
@@ -102,15 +103,15 @@ def _worker_check(plural: str, obj: dict[str, Any], old: dict[str, Any], pod: Po
         return None
     if plural == "agentinputs":
         # A worker claims steers delivered into its turn: Pending -> Consumed by its own run.
-        session = ((obj.get("spec") or {}).get("sessionRef") or {}).get("name")
-        after, before = obj.get("status") or {}, old.get("status") or {}
+        after, before = InputView(obj), InputView(old)
+        session = after.session_name or None
         if session != pod.session:
             return f'pod "{pod.name}" works for session "{pod.session}", not "{session}"'
         if set(fields) - {"status.phase", "status.run"}:
             return "a worker only marks an input Consumed by its run"
-        if after.get("phase") != InputPhase.CONSUMED.value or after.get("run") != pod.run:
+        if after.stored_phase != InputPhase.CONSUMED.value or after.consumed_by != pod.run:
             return f'a worker only marks an input Consumed by its own run "{pod.run}"'
-        if (before.get("phase") or InputPhase.PENDING.value) != InputPhase.PENDING.value:
+        if before.phase != InputPhase.PENDING.value:
             return "only a Pending input can be claimed"
         return None
     return "a worker never writes session status"

@@ -12,6 +12,7 @@ from sessionops.api import conditions
 from sessionops.api.run import TERMINAL_PHASES, RunPhase
 from sessionops.api.run_conditions import CLEANUP_FAILED, with_phase
 from sessionops.platform.timestamps import iso
+from sessionops.views import RunView
 
 CANCELLED_OUTCOME = "Cancelled"
 
@@ -44,9 +45,9 @@ def decide(run: dict[str, Any], execution: Execution, *, now: datetime.datetime,
            active_children: int = 0) -> CancelPlan:
     """``active_children``: child turns of this run's delegations not yet finished."""
     plan = CancelPlan()
-    status = run.get("status") or {}
-    phase = status.get("phase")
-    if not (run.get("spec") or {}).get("cancel") or phase == RunPhase.CANCELLED.value:
+    view = RunView(run)
+    phase = view.phase
+    if not view.cancel_requested or phase == RunPhase.CANCELLED.value:
         return plan
     if phase in TERMINAL_PHASES:
         return plan  # finished before the request was seen: nothing to cancel, and repeating is a no-op
@@ -59,8 +60,7 @@ def decide(run: dict[str, Any], execution: Execution, *, now: datetime.datetime,
     if active_children:
         plan.wait_reason = f"waiting for {active_children} child turn(s) to be cancelled"
         return plan
-    segments = status.get("segments") or []
-    last = segments[-1] if segments else None
+    last = view.last_segment
     # Step 2: stop execution, and never clean up while a writer may be alive.
     if last is not None and execution.job_exists and not execution.job_finished:
         plan.delete_job = last["job"]
@@ -78,15 +78,15 @@ def decide(run: dict[str, Any], execution: Execution, *, now: datetime.datetime,
 
 def completed(run: dict[str, Any], steps: list[str], *, now: datetime.datetime) -> dict[str, Any]:
     """Step 4: the status after a successful cleanup (written only after it)."""
-    status = run.get("status") or {}
-    segments = [dict(s) for s in status.get("segments") or []]
+    view = RunView(run)
+    segments = [dict(s) for s in view.segments]
     if segments and segments[-1].get("outcome") is None:
         segments[-1].update(outcome=CANCELLED_OUTCOME, finishedAt=iso(now))
-    cancellation = dict(status.get("cancellation") or {})
+    cancellation = dict(view.cancellation)
     cancellation.update(completedSteps=steps, completedAt=iso(now))
     # A CleanupFailed left by an earlier, failed attempt is resolved now.
     resolved = [conditions.condition(CLEANUP_FAILED, False, "CleanupComplete")] \
-        if conditions.find(status.get("conditions"), CLEANUP_FAILED) else []
+        if conditions.find(view.conditions, CLEANUP_FAILED) else []
     return with_phase(run, {"phase": RunPhase.CANCELLED.value, "segments": segments, "cancellation": cancellation,
                             "waitpoint": None, "result": None}, now, reason="CleanupComplete",
                       message=f"checkpoint cleaned ({', '.join(steps) or 'nothing to clean'})", extra=resolved)

@@ -23,7 +23,7 @@ from sessionops.platform import checkpoints, metrics
 from sessionops.platform.kube import Kube
 from sessionops.platform.locks import lock
 from sessionops.platform.timestamps import parse
-from sessionops.views.job import JobView
+from sessionops.views import JobView, RunView
 
 logger = logging.getLogger(__name__)
 
@@ -34,11 +34,11 @@ STEP_RECORD = "RecordCancelledCalls"
 
 async def observe(kube: Kube, run: dict[str, Any]) -> flow.Execution:
     namespace = run["metadata"]["namespace"]
-    segments = (run.get("status") or {}).get("segments") or []
-    job = await kube.get_job(namespace, segments[-1]["job"]) if segments else None
+    last = RunView(run).last_segment
+    job = await kube.get_job(namespace, last["job"]) if last else None
     view = JobView.of(job)
-    pods = await kube.running_pods(namespace, segments[-1]["job"]) if segments else 0
-    lease = await kube.get_lease(namespace, lease_name(run["spec"]["sessionRef"]["name"]))
+    pods = await kube.running_pods(namespace, last["job"]) if last else 0
+    lease = await kube.get_lease(namespace, lease_name(RunView(run).session_name))
     spec = (lease or {}).get("spec") or {}
     renew = parse(spec.get("renewTime") or spec.get("acquireTime"))
     expires = renew + datetime.timedelta(seconds=spec.get("leaseDurationSeconds") or 0) if renew else None
@@ -68,7 +68,7 @@ async def _reconcile(kube: Kube, dsn: str, namespace: str, name: str,
     # Cascading is repeated on every pass: cheap (absolute writes) and it catches a child
     # admitted just before the cancel was requested.
     active = 0
-    if (run.get("status") or {}).get("phase") == RunPhase.CANCELLING.value:
+    if RunView(run).phase == RunPhase.CANCELLING.value:
         active = await delegation.cascade(kube, run, f"the parent run {name} was cancelled")
     plan = flow.decide(run, await observe(kube, run), now=now, active_children=active)
     if plan.status:
@@ -79,12 +79,13 @@ async def _reconcile(kube: Kube, dsn: str, namespace: str, name: str,
         logger.info("run %s/%s cancelling: %s", namespace, name, plan.wait_reason)
     if not plan.run_cleanup:
         return plan
-    session = await kube.get("agentsessions", namespace, run["spec"]["sessionRef"]["name"])
+    view = RunView(run)
+    session = await kube.get("agentsessions", namespace, view.session_name)
     thread_id = (session or {}).get("metadata", {}).get("uid")
-    done = list(((run.get("status") or {}).get("cancellation") or {}).get("completedSteps") or [])
+    done = list(view.completed_steps)
     if thread_id:  # a deleted session took its thread with it: nothing left to clean
         try:
-            report = await asyncio.to_thread(clean_thread, dsn, run["spec"]["contextSnapshot"], thread_id)
+            report = await asyncio.to_thread(clean_thread, dsn, view.context_snapshot, thread_id)
         except Exception as e:  # any failure: say which step, stay Cancelling, the timer retries
             step = e.step if isinstance(e, CleanupError) else "Connect"
             metrics.CANCELLATION_STEP_FAILURES.labels(step=step).inc()
@@ -104,7 +105,7 @@ async def _reconcile(kube: Kube, dsn: str, namespace: str, name: str,
         if recorded:
             logger.info("run %s/%s: %d cancelled call(s) added to the transcript", namespace, name, recorded)
     await kube.patch_status("agentruns", namespace, name, {"status": flow.completed(run, done, now=now)})
-    requested = parse(((run.get("status") or {}).get("cancellation") or {}).get("requestedAt"))
+    requested = parse(view.cancel_requested_at)
     if requested is not None:
         metrics.CANCELLATION_DURATION.observe(max(0.0, (now - requested).total_seconds()))
     return plan
@@ -119,10 +120,10 @@ async def record_cancelled(kube: Kube, run: dict[str, Any], closed: list[str], n
     namespace, name = run["metadata"]["namespace"], run["metadata"]["name"]
     items = sorted(await kube.list(TRANSCRIPTS, namespace, f"{RUN_LABEL}={name}"),
                    key=lambda c: int(c["spec"]["index"]))
-    segments = (run.get("status") or {}).get("segments") or []
+    last = RunView(run).last_segment
     at = now.astimezone(datetime.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
     new = cancelled_steps([s for c in items for s in c["spec"].get("steps") or []], set(closed),
-                          text=CANCEL_CONTENT, segment=segments[-1]["name"] if segments else None, at=at)
+                          text=CANCEL_CONTENT, segment=last["name"] if last else None, at=at)
     if not new:
         return 0
     stored = {int(c["spec"]["index"]): c for c in items}
@@ -133,7 +134,7 @@ async def record_cancelled(kube: Kube, run: dict[str, Any], closed: list[str], n
                 "metadata": {"resourceVersion": stored[index]["metadata"]["resourceVersion"]},
                 "spec": {"steps": steps}})
         else:
-            session = run["spec"]["sessionRef"]["name"]
+            session = RunView(run).session_name
             await kube.create(TRANSCRIPTS, namespace, {
                 "apiVersion": f"{GROUP}/{VERSION}", "kind": "AgentTranscript",
                 "metadata": {"name": chunk_name(name, index), "namespace": namespace,

@@ -32,6 +32,7 @@ from pydantic import ValidationError
 from sessionops import API_VERSION
 from sessionops.api.input import AgentInputSpec
 from sessionops.cli.errors import EXIT_USER, CliError
+from sessionops.views import RunView
 
 NAME_MAX = 253
 APPROVE, REJECT = "Approve", "Reject"
@@ -104,8 +105,8 @@ def continue_input(session: str, *, key: str) -> dict[str, Any]:
 
 
 def waitpoint_of(run: dict[str, Any]) -> dict[str, Any] | None:
-    status = run.get("status") or {}
-    return status.get("waitpoint") if status.get("phase") == "Waiting" else None
+    view = RunView(run)
+    return dict(view.waitpoint) or None if view.stored_phase == "Waiting" else None
 
 
 def resume_input(run: dict[str, Any], *, key: str | None = None, decisions: list[dict[str, Any]] | None = None,
@@ -115,7 +116,7 @@ def resume_input(run: dict[str, Any], *, key: str | None = None, decisions: list
     if waitpoint is None:
         raise CliError(f"run {run['metadata']['name']} is not waiting")
     name = run["metadata"]["name"]
-    spec: dict[str, Any] = {"sessionRef": {"name": run["spec"]["sessionRef"]["name"]}, "kind": "Resume",
+    spec: dict[str, Any] = {"sessionRef": {"name": RunView(run).session_name}, "kind": "Resume",
                             "run": name, "waitpointId": waitpoint["id"]}
     if decisions is not None:
         spec["decisions"] = decisions

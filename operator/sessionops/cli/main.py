@@ -44,6 +44,7 @@ from sessionops.cli.inputs import (
     resume_input,
 )
 from sessionops.cli.watch import Watcher
+from sessionops.views import InputView, RunView, SessionView
 
 PROG = "kubectl sessionops"
 
@@ -148,12 +149,12 @@ def _watcher(kube: Kube, out: Console, timeout: float | None, interval: float = 
 
 
 def _describe_input(obj: dict[str, Any]) -> str:
-    spec, status = obj.get("spec") or {}, obj.get("status") or {}
-    parts = [f"sequence {spec.get('sequence', '?')}", f"phase {status.get('phase') or 'Pending'}"]
-    if spec.get("delivery"):
-        parts.append(str(spec["delivery"]))
-    if status.get("run"):
-        parts.append(f"run {status['run']}")
+    view = InputView(obj)
+    parts = [f"sequence {view.stored_sequence or '?'}", f"phase {view.phase}"]
+    if view.delivery:
+        parts.append(str(view.delivery))
+    if view.consumed_by:
+        parts.append(f"run {view.consumed_by}")
     return ", ".join(parts)
 
 
@@ -188,7 +189,7 @@ def _resolve_run(kube: Kube, ref: str) -> dict[str, Any] | None:
     if session is None:
         raise CliError(f'AgentRun "{ref}" not found in namespace {kube.namespace} (nor a session of that name)',
                        EXIT_NOT_FOUND)
-    active = (session.get("status") or {}).get("activeRun")
+    active = SessionView(session).active_run
     return kube.get(RUNS, active) if active else None
 
 
@@ -196,11 +197,10 @@ def _waiting_run(kube: Kube, ref: str) -> tuple[dict[str, Any], dict[str, Any]]:
     run = _resolve_run(kube, ref)
     if run is None:
         raise CliError(f"session {ref} has no active run", EXIT_CONFLICT)
-    status = run.get("status") or {}
-    if status.get("phase") != "Waiting" or not status.get("waitpoint"):
-        raise CliError(f"run {run['metadata']['name']} is not waiting for input "
-                       f"(phase {status.get('phase') or 'Pending'})", EXIT_CONFLICT)
-    return run, status["waitpoint"]
+    view = RunView(run)
+    if view.phase != "Waiting" or not view.waitpoint:
+        raise CliError(f"run {view.name} is not waiting for input (phase {view.phase})", EXIT_CONFLICT)
+    return run, dict(view.waitpoint)
 
 
 def _ns_flag(kube: Kube) -> str:
@@ -371,15 +371,16 @@ def cancel(
         out.print(f"session {run} has no active run: nothing to cancel")
         return
     name = obj["metadata"]["name"]
-    value = (obj.get("status") or {}).get("phase") or "Pending"
-    if (obj.get("spec") or {}).get("cancel"):
+    view = RunView(obj)
+    value = view.phase
+    if view.cancel_requested:
         out.print(f"cancel already requested for run {name} (phase {value})")
     elif value in render.TERMINAL:
         out.print(f"run {name} already ended ({value}): nothing to cancel")
         return
     else:
         kube.merge_patch(RUNS, name, {"spec": {"cancel": True}})
-        session = obj["spec"]["sessionRef"]["name"]
+        session = view.session_name
         out.print(f"cancel requested for run {name} (was {value}); the queue of session {session} "
                   f"stays paused until `{PROG} continue {session}{_ns_flag(kube)}`")
     if wait:

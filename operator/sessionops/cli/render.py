@@ -15,7 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from sessionops.api.names import SEQUENCE_LABEL
-from sessionops.scheduling.queue import is_pending
+from sessionops.views import InputView, RunView, SessionView
 
 PLUGIN = "kubectl sessionops"
 STYLES = {
@@ -118,7 +118,7 @@ SHOWN_AS_ROWS = ("Ready", "Active", "Paused")
 
 
 def failure(run: dict[str, Any]) -> str | None:
-    for cond in (run.get("status") or {}).get("conditions") or []:
+    for cond in RunView(run).conditions:
         if cond.get("type") == "Failed" and cond.get("status") == "True":
             return ": ".join(p for p in (cond.get("reason"), cond.get("message")) if p)
     return None
@@ -126,17 +126,17 @@ def failure(run: dict[str, Any]) -> str | None:
 
 def outcome_line(run: dict[str, Any], limit: int = 80) -> str:
     """What a run came to, in one short line."""
-    status = run.get("status") or {}
-    value = status.get("phase")
+    view = RunView(run)
+    value = view.stored_phase
     if value == "Succeeded":
-        return shorten((status.get("result") or {}).get("text") or "", limit)
+        return shorten(view.result_text, limit)
     if value == "Failed":
         return shorten(failure(run) or "failed", limit)
     if value in ("Cancelled", "Cancelling"):
-        steps = (status.get("cancellation") or {}).get("completedSteps") or []
+        steps = view.completed_steps
         return "cancelled" + (f" (cleanup: {', '.join(steps)})" if steps else "")
     if value == "Waiting":
-        wp = status.get("waitpoint") or {}
+        wp = view.waitpoint
         count = len(wp.get("calls") or wp.get("questions") or wp.get("children") or [])
         noun = {"Approval": "call(s) to decide", "Question": "question(s) to answer"}.get(
             str(wp.get("kind")), "delegated session(s)")
@@ -146,12 +146,11 @@ def outcome_line(run: dict[str, Any], limit: int = 80) -> str:
 
 def result_block(run: dict[str, Any]) -> Group:
     """The result text as is (easy to copy or pipe), between a header and the usage line."""
-    status = run.get("status") or {}
-    usage = status.get("usage") or {}
-    segments = status.get("segments") or []
+    view = RunView(run)
+    usage = view.usage
     footer = (f"({usage.get('inputTokens', 0)} in / {usage.get('outputTokens', 0)} out tokens, "
-              f"{len(segments)} segment(s))")
-    text = (status.get("result") or {}).get("text") or "(empty result)"
+              f"{len(view.segments)} segment(s))")
+    text = view.result_text or "(empty result)"
     return Group(Text(f"result of {run['metadata']['name']}:", style="bold green"), Text(text),
                  Text(footer, style="dim"))
 
@@ -159,7 +158,7 @@ def result_block(run: dict[str, Any]) -> Group:
 def sequence_of(obj: dict[str, Any]) -> int:
     labels = (obj.get("metadata") or {}).get("labels") or {}
     try:
-        return int(labels.get(SEQUENCE_LABEL) or (obj.get("spec") or {}).get("sequence") or 0)
+        return int(labels.get(SEQUENCE_LABEL) or InputView(obj).sequence)
     except ValueError:
         return 0
 
@@ -172,20 +171,19 @@ def runs_table(runs: Sequence[dict[str, Any]], title: str = "Recent runs") -> Gr
     table.add_column("SEGMENTS", justify="right")
     table.add_column("OUTCOME", overflow="fold", min_width=30)
     for run in runs:
-        status = run.get("status") or {}
-        table.add_row(run["metadata"]["name"], phase(status.get("phase")),
-                      ", ".join((run.get("spec") or {}).get("inputs") or []),
-                      str(len(status.get("segments") or [])), outcome_line(run))
+        view = RunView(run)
+        table.add_row(view.name, phase(view.stored_phase), ", ".join(view.inputs), str(len(view.segments)),
+                      outcome_line(run))
     return titled(title, table)
 
 
 def input_preview(inp: dict[str, Any]) -> str:
-    spec = inp.get("spec") or {}
-    if spec.get("kind") == "Resume":
-        return f"resume {spec.get('run')}"
-    if spec.get("kind") == "Continue":
+    view = InputView(inp)
+    if view.kind == "Resume":
+        return f"resume {view.resume_run}"
+    if view.kind == "Continue":
         return "continue"
-    return shorten(" / ".join(m.get("content", "") for m in spec.get("messages") or []), 60)
+    return shorten(" / ".join(m.get("content", "") for m in view.messages), 60)
 
 
 def pending_table(inputs: Sequence[dict[str, Any]]) -> Group:
@@ -196,9 +194,9 @@ def pending_table(inputs: Sequence[dict[str, Any]]) -> Group:
     table.add_column("DELIVERY")
     table.add_column("CONTENT", overflow="fold")
     for inp in inputs:
-        spec = inp.get("spec") or {}
-        table.add_row(inp["metadata"]["name"], str(spec.get("sequence", "")), spec.get("kind", "Message"),
-                      spec.get("delivery") or "-", input_preview(inp))
+        view = InputView(inp)
+        table.add_row(view.name, str(view.stored_sequence or ""), view.kind, view.delivery or "-",
+                      input_preview(inp))
     return titled("Queued inputs", table)
 
 
@@ -206,47 +204,46 @@ def session_overview(session: dict[str, Any], runs: Sequence[dict[str, Any]], in
                      *, ns: str = "", recent: int = 5) -> list[RenderableType]:
     """``status``: the session, its queue, the active run (with its waitpoint) and recent runs."""
     name = session["metadata"]["name"]
-    status = session.get("status") or {}
-    spec = session.get("spec") or {}
-    queue = status.get("queue") or {}
+    view = SessionView(session)
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold")
     grid.add_column()
     grid.add_row("Session", f"{name} (namespace {session['metadata'].get('namespace', '?')}, "
-                            f"agent {(spec.get('agentRef') or {}).get('name', '?')})")
-    grid.add_row("Phase", phase(status.get("phase")))
-    snapshot = spec.get("contextSnapshot") or {}
-    grid.add_row("Model", str(status.get("model") or snapshot.get("model") or "-"))
-    grid.add_row("Approval", str(status.get("approvalMode") or snapshot.get("approvalMode") or "-"))
+                            f"agent {view.agent_name or '?'})")
+    grid.add_row("Phase", phase(view.phase))
+    snapshot = view.context_snapshot or {}
+    grid.add_row("Model", str(view.model or snapshot.get("model") or "-"))
+    grid.add_row("Approval", str(view.approval_mode or snapshot.get("approvalMode") or "-"))
     # Counted from the inputs listed now (by the operator's own rule), like the table below,
     # not from the operator's last reconcile: an input received a moment ago is already pending.
-    pending = sorted((i for i in inputs if is_pending(i)), key=sequence_of)
+    pending = sorted((i for i in inputs if InputView(i).pending), key=sequence_of)
     queue_text = Text(f"{len(pending)} pending")
-    if queue.get("paused"):
+    if view.paused:
         queue_text.append(", paused", style="bold yellow")
-        if queue.get("pausedReason"):
-            queue_text.append(f": {queue['pausedReason']}")
-    if queue.get("heldBack"):
-        queue_text.append(f" (held back: {queue['heldBack']})")
+        if view.paused_reason:
+            queue_text.append(f": {view.paused_reason}")
+    if view.held_back:
+        queue_text.append(f" (held back: {view.held_back})")
     grid.add_row("Queue", queue_text)
-    active = status.get("activeRun")
+    active = view.active_run
     by_name = {r["metadata"]["name"]: r for r in runs}
     active_run = by_name.get(active) if active else None
     if active:
         row = Text(f"{active} ")
-        row.append_text(phase(((active_run or {}).get("status") or {}).get("phase")))
+        row.append_text(phase(RunView(active_run).stored_phase))
         grid.add_row("Active run", row)
     else:
         grid.add_row("Active run", "-")
     parts: list[RenderableType] = [grid]
-    for cond in status.get("conditions") or []:
+    for cond in view.conditions:
         if cond.get("status") == "True" and cond.get("type") not in SHOWN_AS_ROWS and cond.get("message"):
             parts.append(Text(f"{cond.get('type')}: {cond.get('message')}", style="dim"))
-    if queue.get("paused") and not active:
+    if view.paused and not active:
         parts.append(Text(f"resume the queue: {PLUGIN} continue {name}{ns}", style="dim"))
-    waitpoint = ((active_run or {}).get("status") or {}).get("waitpoint")
-    if active_run and (active_run.get("status") or {}).get("phase") == "Waiting" and waitpoint:
-        parts.append(waitpoint_table(waitpoint, (active_run.get("status") or {}).get("children") or []))
+    run = RunView(active_run)
+    waitpoint = run.waitpoint
+    if active_run and run.stored_phase == "Waiting" and waitpoint:
+        parts.append(waitpoint_table(waitpoint, run.children))
         parts.extend(Text(h, style="dim") for h in waitpoint_hints(active, waitpoint, ns))
     if pending:
         parts.append(pending_table(pending))

@@ -12,9 +12,9 @@ from rich.console import Console
 
 from sessionops import GROUP, VERSION
 from sessionops.api.names import RUN_LABEL, SESSION_LABEL
-from sessionops.api.run import TERMINAL_PHASES
 from sessionops.cli.client import INPUTS, REQUEST_TIMEOUT, RUNS, SESSIONS, Kube
 from sessionops.cli.errors import EXIT_NOT_FOUND, EXIT_OK, EXIT_TIMEOUT, CliError
+from sessionops.views import InputView, RunView
 
 TRANSCRIPTS = "agenttranscripts"
 EXCERPT = 200
@@ -83,9 +83,9 @@ def line(step: dict[str, Any]) -> str:
 
 
 def document(run: dict[str, Any], steps: list[dict[str, Any]]) -> dict[str, Any]:
-    status = run.get("status") or {}
-    return {"run": run["metadata"]["name"], "session": run["spec"]["sessionRef"]["name"],
-            "phase": status.get("phase") or "Pending", "usage": status.get("usage"), "steps": steps}
+    view = RunView(run)
+    return {"run": view.name, "session": view.session_name, "phase": view.phase, "usage": view.usage or None,
+            "steps": steps}
 
 
 def show(kube: Kube, out: Console, ref: str, output: str | None) -> int:
@@ -159,22 +159,20 @@ def _ended(kube: Kube, session: str | None, runs: list[dict[str, Any]]) -> bool:
         latest = max(current, key=lambda r: r["metadata"].get("creationTimestamp") or "")
     else:
         latest = kube.get(RUNS, runs[0]["metadata"]["name"])
-    status = latest.get("status") or {}
-    phase = status.get("phase")
-    if phase in TERMINAL_PHASES:
+    view = RunView(latest)
+    if view.terminal:
         return True
-    return phase == "Waiting" and not _answered(kube, latest, (status.get("waitpoint") or {}).get("id"))
+    return view.phase == "Waiting" and not _answered(kube, latest, view.waitpoint_id)
 
 
 def _answered(kube: Kube, run: dict[str, Any], waitpoint: str | None) -> bool:
     """A Resume input for the run's current waitpoint exists and was not refused."""
     if not waitpoint:
         return False
-    name, session = run["metadata"]["name"], run["spec"]["sessionRef"]["name"]
-    return any(i["spec"].get("kind") == "Resume" and i["spec"].get("run") == name
-               and i["spec"].get("waitpointId") == waitpoint
-               and (i.get("status") or {}).get("phase") not in ("Rejected", "Cancelled")
-               for i in kube.list(INPUTS, session))
+    view = RunView(run)
+    return any(i.kind == "Resume" and i.resume_run == view.name and i.waitpoint_id == waitpoint
+               and i.phase not in ("Rejected", "Cancelled")
+               for i in map(InputView, kube.list(INPUTS, view.session_name)))
 
 
 class StepFollower:

@@ -34,7 +34,7 @@ from sessionops.cli.errors import (
     EXIT_TIMEOUT,
     CliError,
 )
-from sessionops.scheduling.queue import is_pending
+from sessionops.views import InputView, RunView, SessionView
 
 
 class _TimedOut(Exception):
@@ -44,26 +44,26 @@ class _TimedOut(Exception):
 def run_events(prev: dict[str, Any] | None, cur: dict[str, Any]) -> list[Text]:
     """What changed between two reads of a run, as printable lines. Pure."""
     name = cur["metadata"]["name"]
-    before, now = (prev or {}).get("status") or {}, cur.get("status") or {}
+    before, now = RunView(prev), RunView(cur)
     lines: list[Text] = []
-    old_phase, new_phase = before.get("phase"), now.get("phase") or "Pending"
+    old_phase, new_phase = before.stored_phase, now.phase
     if prev is None or old_phase != new_phase:
         line = Text(f"{name}: ")
         if prev is not None:
             line.append_text(render.phase(old_phase)).append(" -> ")
         lines.append(line.append_text(render.phase(new_phase)))
-    old_segments = {s.get("name"): s for s in before.get("segments") or []}
-    for seg in now.get("segments") or []:
+    old_segments = {s.get("name"): s for s in before.segments}
+    for seg in now.segments:
         known = old_segments.get(seg.get("name"))
         if known is None and (prev is not None or not seg.get("outcome")):
             lines.append(Text(f"  segment {seg.get('name')} ({seg.get('kind')}) started", style="dim"))
         if seg.get("outcome") and (known or {}).get("outcome") != seg.get("outcome"):
             lines.append(Text(f"  segment {seg.get('name')} ({seg.get('kind')}): {seg.get('outcome')}", style="dim"))
-    for steered in now.get("steered") or []:
-        if steered not in (before.get("steered") or []):
+    for steered in now.steered:
+        if steered not in before.steered:
             lines.append(Text(f"  steered into the turn: {steered}", style="dim"))
-    done = ((before.get("cancellation") or {}).get("completedSteps") or [])
-    for step in (now.get("cancellation") or {}).get("completedSteps") or []:
+    done = before.completed_steps
+    for step in now.completed_steps:
         if step not in done:
             lines.append(Text(f"  cancellation step done: {step}", style="dim"))
     return lines
@@ -136,13 +136,11 @@ class Watcher:
 
     def _answered(self, run: dict[str, Any], waitpoint_id: str) -> str | None:
         """The Resume input that answers this waitpoint, if one was received and not refused."""
-        session = run["spec"]["sessionRef"]["name"]
-        for inp in self.kube.list(INPUTS, session):
-            spec = inp.get("spec") or {}
-            if (spec.get("kind") == "Resume" and spec.get("run") == run["metadata"]["name"]
-                    and spec.get("waitpointId") == waitpoint_id
-                    and (inp.get("status") or {}).get("phase") not in ("Rejected", "Cancelled")):
-                return inp["metadata"]["name"]
+        view = RunView(run)
+        for inp in map(InputView, self.kube.list(INPUTS, view.session_name)):
+            if (inp.kind == "Resume" and inp.resume_run == view.name and inp.waitpoint_id == waitpoint_id
+                    and inp.phase not in ("Rejected", "Cancelled")):
+                return inp.name
         return None
 
     def _follow_run(self, name: str, ignore: set[str]) -> int:
@@ -167,8 +165,8 @@ class Watcher:
             for line in run_events(prev, run):
                 self.out.print(line)
             prev = run
-            status = run.get("status") or {}
-            value = status.get("phase") or "Pending"
+            view = RunView(run)
+            value = view.phase
             self.final_phase = value
             self._progress(f"run {name} is {value}")
             if value in ("Succeeded", "Failed", "Cancelled"):
@@ -182,9 +180,9 @@ class Watcher:
             if value == "Cancelled":
                 self.out.print(Text(f"{name} was cancelled: {render.outcome_line(run)}", style="yellow"))
                 return EXIT_RUN_FAILED
-            waitpoint = status.get("waitpoint")
+            waitpoint = view.waitpoint
             if value == "Waiting" and waitpoint:
-                wp_id = waitpoint.get("id", "")
+                wp_id = view.waitpoint_id or ""
                 if wp_id not in ignore and wp_id not in answered:
                     by = self._answered(run, wp_id)
                     if by:
@@ -209,21 +207,21 @@ class Watcher:
         announced = False
         while True:
             inp = self.kube.get(INPUTS, name)
-            spec, status = inp.get("spec") or {}, inp.get("status") or {}
-            value = status.get("phase") or "Pending"
-            if status.get("run"):
-                ignore = {spec["waitpointId"]} if spec.get("kind") == "Resume" and spec.get("waitpointId") else set()
-                if announced or spec.get("kind") != "Resume":
-                    self.out.print(f"{name}: {value} by run {status['run']}")
-                return self._follow_run(status["run"], ignore)
+            view = InputView(inp)
+            value = view.phase
+            if view.consumed_by:
+                ignore = {view.waitpoint_id} if view.kind == "Resume" and view.waitpoint_id else set()
+                if announced or view.kind != "Resume":
+                    self.out.print(f"{name}: {value} by run {view.consumed_by}")
+                return self._follow_run(view.consumed_by, ignore)
             if value in ("Rejected", "Cancelled"):
-                reason = next((c.get("message") for c in status.get("conditions") or [] if c.get("message")), "")
+                reason = next((c.get("message") for c in view.conditions if c.get("message")), "")
                 self.out.print(Text(f"{name}: {value}" + (f": {reason}" if reason else ""), style="red"))
                 return EXIT_RUN_FAILED
             if value == "Consumed":  # e.g. a Continue: the session goes on with its queue
-                return self._follow_session(spec["sessionRef"]["name"])
+                return self._follow_session(view.session_name)
             if not announced:
-                self.out.print(f"{name}: queued (sequence {spec.get('sequence', '?')})")
+                self.out.print(f"{name}: queued (sequence {view.stored_sequence or '?'})")
                 announced = True
             self._progress(f"input {name} is queued")
             self._wait()
@@ -231,37 +229,35 @@ class Watcher:
     def _follow_session(self, name: str) -> int:
         seen: set[str] = set()
         while True:
-            session = self.kube.get(SESSIONS, name)
-            status = session.get("status") or {}
-            active = status.get("activeRun")
+            session = SessionView(self.kube.get(SESSIONS, name))
+            active = session.active_run
             runs = sorted(self.kube.list(RUNS, name), key=render.sequence_of) if not active else []
             if not active:  # the session's status follows its runs a moment later: ask the runs too
                 active = next((r["metadata"]["name"] for r in reversed(runs)
-                               if (r.get("status") or {}).get("phase") not in render.TERMINAL), None)
+                               if RunView(r).phase not in render.TERMINAL), None)
             if active:
                 self.out.print(f"session {name}: active run {active}")
                 return self._follow_run(active, set())
             inputs = self.kube.list(INPUTS, name)
-            messages = [i for i in inputs if ((i.get("spec") or {}).get("kind") or "Message") == "Message"]
+            messages = [i for i in inputs if InputView(i).kind == "Message"]
             for inp in messages:
-                run = (inp.get("status") or {}).get("run")
+                run = InputView(inp).consumed_by
                 if inp["metadata"]["name"] in seen and run:
                     self.out.print(f"session {name}: {inp['metadata']['name']} became run {run}")
                     return self._follow_run(run, set())
-            pending = [i for i in messages if is_pending(i)]
-            queue = status.get("queue") or {}
-            resuming = any((i.get("spec") or {}).get("kind") == "Continue" and is_pending(i) for i in inputs)
-            if queue.get("paused") and not resuming:
+            pending = [i for i in messages if InputView(i).pending]
+            resuming = any(InputView(i).kind == "Continue" and InputView(i).pending for i in inputs)
+            if session.paused and not resuming:
                 self.out.print(Text(f"session {name} is Paused ({len(pending)} queued): "
-                                    f"{queue.get('pausedReason') or 'the queue is paused'}", style="yellow"))
+                                    f"{session.paused_reason or 'the queue is paused'}", style="yellow"))
                 self.out.print(Text(f"resume it: {render.PLUGIN} continue {name}{self.ns}", style="dim"))
                 return EXIT_OK
             if not pending and not resuming:
-                self.out.print(f"session {name} is {status.get('phase') or 'Idle'}: nothing is running or queued")
+                self.out.print(f"session {name} is {session.phase or 'Idle'}: nothing is running or queued")
                 if runs:
                     last = runs[-1]
                     self.out.print(f"last run {last['metadata']['name']} "
-                                   f"{(last.get('status') or {}).get('phase')}: {render.outcome_line(last)}")
+                                   f"{RunView(last).stored_phase}: {render.outcome_line(last)}")
                 return EXIT_OK
             seen |= {i["metadata"]["name"] for i in pending}
             self._progress(f"session {name}: {len(pending)} input(s) queued, waiting for a run")

@@ -13,11 +13,11 @@ from typing import Any
 
 from sessionops.api import conditions
 from sessionops.api.input import InputPhase
-from sessionops.api.run import TERMINAL_PHASES
 from sessionops.delegation import tree
 from sessionops.delegation.names import PARENT_RUN_LABEL, TREE_LABEL, child_input_name
 from sessionops.platform.kube import Kube
 from sessionops.platform.locks import lock
+from sessionops.views import InputView, RunView, SessionView
 
 logger = logging.getLogger(__name__)
 
@@ -33,7 +33,7 @@ async def _children(kube: Kube, namespace: str, run: str) -> tuple[list[dict], l
 async def observe(kube: Kube, run: dict[str, Any]) -> list[tuple[str, tree.Child]]:
     """The children a Delegation waitpoint waits on, in its order, with their given names."""
     namespace = run["metadata"]["namespace"]
-    awaited = ((run.get("status") or {}).get("waitpoint") or {}).get("children") or []
+    awaited = RunView(run).awaited_children
     sessions, inputs, runs = await _children(kube, namespace, run["metadata"]["name"])
     by_session = {s["metadata"]["name"]: s for s in sessions}
     by_input = {i["metadata"]["name"]: i for i in inputs}
@@ -43,7 +43,7 @@ async def observe(kube: Kube, run: dict[str, Any]) -> list[tuple[str, tree.Child
         session = by_session.get(name)
         inp = by_input.get(child_input_name(name))
         child_run = by_run.get(tree.run_of(inp) or "")
-        given = (((session or {}).get("spec") or {}).get("delegation") or {}).get("name") or name
+        given = SessionView(session).delegated_name or name
         found.append((given, tree.Child(name, session, inp, child_run)))
     return found
 
@@ -60,8 +60,8 @@ async def tree_slot(kube: Kube, namespace: str, root: str, bound: int) -> AsyncI
 
 def tree_of(run: dict[str, Any]) -> str:
     """The tree a run counts in (its session's root; the session itself for an unlabelled run)."""
-    labels = run.get("metadata", {}).get("labels") or {}
-    return labels.get(TREE_LABEL) or run["spec"]["sessionRef"]["name"]
+    view = RunView(run)
+    return view.labels.get(TREE_LABEL) or view.session_name
 
 
 async def cascade(kube: Kube, run: dict[str, Any], reason: str) -> int:
@@ -77,19 +77,17 @@ async def cascade(kube: Kube, run: dict[str, Any], reason: str) -> int:
         sessions, inputs, runs = await _children(kube, namespace, name)
         delegated = {child_input_name(s["metadata"]["name"]) for s in sessions}
         for inp in inputs:
-            status = inp.get("status") or {}
-            if inp["metadata"]["name"] in delegated and \
-                    (status.get("phase") or InputPhase.PENDING.value) == InputPhase.PENDING.value:
+            if inp["metadata"]["name"] in delegated and InputView(inp).phase == InputPhase.PENDING.value:
                 cancelled = conditions.condition("Cancelled", True, "ParentEnded", reason)
                 await kube.patch_status("agentinputs", namespace, inp["metadata"]["name"], {"status": {
                     "phase": InputPhase.CANCELLED.value,
                     "conditions": conditions.updated(inp, [cancelled], datetime.datetime.now(datetime.UTC))}})
         active = 0
         for child in runs:
-            if ((child.get("status") or {}).get("phase")) in TERMINAL_PHASES:
+            if RunView(child).terminal:
                 continue
             active += 1
-            if not (child.get("spec") or {}).get("cancel"):
+            if not RunView(child).cancel_requested:
                 logger.info("run %s/%s: cancelling child turn %s (%s)", namespace, name, child["metadata"]["name"],
                             reason)
                 await kube.patch("agentruns", namespace, child["metadata"]["name"], {"spec": {"cancel": True}})

@@ -17,6 +17,7 @@ from typing import Any
 from sessionops.api.input import InputPhase
 from sessionops.api.run import TERMINAL_PHASES, ChildStatus, RunPhase, WaitpointKind
 from sessionops.platform.timestamps import parse
+from sessionops.views import InputView, RunView, SessionView
 
 QUEUED = "Queued"
 """A child's phase before its queue claims the delegated input."""
@@ -35,24 +36,20 @@ class Child:
     run: Mapping[str, Any] | None
 
 
-def _status(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
-    return (obj or {}).get("status") or {}
-
-
 def run_of(inp: Mapping[str, Any] | None) -> str | None:
-    return _status(inp).get("run")
+    return InputView(inp).consumed_by
 
 
 def phase(child: Child) -> str:
     """The child turn's phase as the parent reports it."""
     if child.session is None or child.input is None:
         return GONE
-    input_phase = _status(child.input).get("phase") or InputPhase.PENDING.value
+    input_phase = InputView(child.input).phase
     if input_phase in NOT_RUN:
         return input_phase
     if child.run is None:
         return QUEUED
-    return _status(child.run).get("phase") or RunPhase.PENDING.value
+    return RunView(child.run).phase
 
 
 def ended(child: Child) -> bool:
@@ -62,13 +59,13 @@ def ended(child: Child) -> bool:
 def waiting_at(session: str, run: Mapping[str, Any] | None) -> str | None:
     """``session/run/waitpoint`` of an approval or question that waits inside this turn or,
     through Delegation waitpoints, inside a grandchild (the path goes on down)."""
-    if run is None or _status(run).get("phase") != RunPhase.WAITING.value:
+    view = RunView(run)
+    if run is None or view.phase != RunPhase.WAITING.value:
         return None
-    waitpoint = _status(run).get("waitpoint") or {}
-    here = f"{session}/{run['metadata']['name']}"
-    if waitpoint.get("kind") != WaitpointKind.DELEGATION.value:
-        return f"{here}/{waitpoint.get('id')}" if waitpoint.get("id") else None
-    for grandchild in _status(run).get("children") or []:
+    here = f"{session}/{view.name}"
+    if view.waitpoint_kind != WaitpointKind.DELEGATION.value:
+        return f"{here}/{view.waitpoint_id}" if view.waitpoint_id else None
+    for grandchild in view.children:
         if grandchild.get("waitingAt"):
             return f"{here}/{grandchild['waitingAt']}"
     return None
@@ -79,15 +76,14 @@ def child_status(name: str, child: Child, *, cut_off: bool = False) -> ChildStat
     worker reads it, whatever the child's phase is by then)."""
     return ChildStatus(name=name, session=child.session_name, run=run_of(child.input), phase=phase(child),
                        waiting_at=waiting_at(child.session_name, child.run),
-                       held_back=(_status(child.session).get("queue") or {}).get("heldBack")
+                       held_back=SessionView(child.session).held_back
                        if phase(child) == QUEUED else None,
                        cut_off=cut_off or None)
 
 
 def waiting_since(run: Mapping[str, Any]) -> datetime.datetime | None:
     """When the parent started waiting: the end of the segment that reported Waiting."""
-    segments = _status(run).get("segments") or []
-    last = segments[-1] if segments else {}
+    last = RunView(run).last_segment or {}
     if last.get("outcome") != RunPhase.WAITING.value or not last.get("finishedAt"):
         return None
     return parse(last["finishedAt"])
@@ -115,14 +111,14 @@ def result(child: Child, *, cut_off: bool = False) -> dict[str, Any]:
     value: dict[str, Any] = {"session": child.session_name, "phase": phase(child)}
     if run := run_of(child.input):
         value["run"] = run
-    status = _status(child.run)
+    turn = RunView(child.run)
     if value["phase"] == RunPhase.SUCCEEDED.value:
-        value["text"] = (status.get("result") or {}).get("text", "")
+        value["text"] = turn.result_text
     elif value["phase"] == RunPhase.FAILED.value:
-        failed = [c for c in status.get("conditions") or [] if c.get("type") == "Failed" and c.get("status") == "True"]
+        failed = [c for c in turn.conditions if c.get("type") == "Failed" and c.get("status") == "True"]
         value["message"] = failed[-1].get("message", "") if failed else ""
     elif value["phase"] in NOT_RUN:
-        conds = _status(child.input).get("conditions") or []
+        conds = InputView(child.input).conditions
         value["message"] = conds[-1].get("message", "") if conds else ""
     if cut_off or not ended(child):
         value["deadlinePassed"] = True
@@ -131,8 +127,7 @@ def result(child: Child, *, cut_off: bool = False) -> dict[str, Any]:
 
 def running_turns(runs: Iterable[Mapping[str, Any]]) -> int:
     """Turns of a tree that hold (or are about to hold) a pod: neither finished nor waiting."""
-    return sum(1 for r in runs if (_status(r).get("phase") or RunPhase.PENDING.value)
-               not in TERMINAL_PHASES | {RunPhase.WAITING.value})
+    return sum(1 for r in runs if RunView(r).phase not in TERMINAL_PHASES | {RunPhase.WAITING.value})
 
 
 def held_back(root: str, running: int, bound: int) -> str | None:

@@ -7,6 +7,7 @@ from typing import Any
 from sessionops.api.agent import WorkerSettings
 from sessionops.api.config import ModelEntry, OperatorConfig
 from sessionops.api.names import RUN_LABEL, SESSION_LABEL, owner_reference
+from sessionops.views import RunView
 
 SEGMENT_LABEL = "sessionops.dev/segment"
 WORKDIR = "/work"
@@ -114,8 +115,9 @@ def job_body(run: dict[str, Any], segment: int, kind: str, *, config: OperatorCo
              worker: WorkerSettings | None, resume_input: str | None = None) -> dict[str, Any]:
     meta = run["metadata"]
     name = f"{meta['name']}-{segment}"
-    session = run["spec"]["sessionRef"]["name"]
-    snapshot_model = run["spec"]["contextSnapshot"]["model"]
+    view = RunView(run)
+    session = view.session_name
+    snapshot_model = view.model
     entry = config.model_entry(snapshot_model)
     worker = worker or WorkerSettings()
     credential_vols, credential_mounts = credential_volumes(entry, config)

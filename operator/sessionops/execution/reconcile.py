@@ -22,13 +22,13 @@ from sessionops.execution.credentials import CredentialError, NamespaceCredentia
 from sessionops.platform.kube import Conflict, Invalid, Kube
 from sessionops.platform.locks import coalesced
 from sessionops.platform.timestamps import iso
-from sessionops.views.job import JobView
+from sessionops.views import JobView, RunView
 
 logger = logging.getLogger(__name__)
 
 
 async def source_agent(kube: Kube, namespace: str, run: dict[str, Any]) -> dict[str, Any] | None:
-    source = (run["spec"]["contextSnapshot"].get("source") or {}).get("agentName")
+    source = RunView(run).source_agent
     return await kube.get("agents", namespace, source) if source else None
 
 
@@ -53,7 +53,7 @@ async def _reconcile(kube: Kube, config: OperatorConfig, namespace: str, name: s
     run = await kube.get("agentruns", namespace, name)
     if run is None or run["metadata"].get("deletionTimestamp"):
         return None
-    last = ((run.get("status") or {}).get("segments") or [None])[-1]
+    last = RunView(run).last_segment
     job = await kube.get_job(namespace, last["job"]) if last else None
     if JobView.of(job).finished:
         # The run was read before the Job: a worker that wrote its verdict and exited between the
@@ -62,7 +62,7 @@ async def _reconcile(kube: Kube, config: OperatorConfig, namespace: str, name: s
         run = await kube.get("agentruns", namespace, name)
         if run is None or run["metadata"].get("deletionTimestamp"):
             return None
-    session = run["spec"]["sessionRef"]["name"]
+    session = RunView(run).session_name
     inputs = await kube.list("agentinputs", namespace, f"{SESSION_LABEL}={session}")
     now = now or datetime.datetime.now(datetime.UTC)
     plan = segments.decide(run, job, segments.pending_resumes(inputs, name), now=now,
@@ -101,7 +101,7 @@ async def _resume_within_bound(kube: Kube, config: OperatorConfig, run: dict[str
     namespace, name = run["metadata"]["namespace"], run["metadata"]["name"]
     async with delegation.tree_slot(kube, namespace, delegation.tree_of(run), config.delegation_concurrency) as held:
         if held is not None:
-            if (run.get("status") or {}).get("heldBack") != held:
+            if RunView(run).held_back != held:
                 await kube.patch_status("agentruns", namespace, name, {"status": {"heldBack": held}})
             return None
         plan.status["heldBack"] = None
@@ -113,26 +113,25 @@ async def wake_held_runs(kube: Kube, config: OperatorConfig, namespace: str, roo
                          credentials: NamespaceCredentials | None = None) -> None:
     """A slot of the tree is free: resumes held back by its bound may start (ordinary passes)."""
     for run in await kube.list("agentruns", namespace, f"{TREE_LABEL}={root}"):
-        if (run.get("status") or {}).get("heldBack"):
+        if RunView(run).held_back:
             await reconcile_run(kube, config, namespace, run["metadata"]["name"], credentials=credentials)
 
 
 async def _delegation_due(kube: Kube, config: OperatorConfig, run: dict[str, Any], now: datetime.datetime) -> bool:
     """While a run waits on children: project them into its status; True once it may resume.
     At the deadline the children still active are cancelled: nobody awaits their result."""
-    status = run.get("status") or {}
-    if status.get("phase") != RunPhase.WAITING.value or \
-            (status.get("waitpoint") or {}).get("kind") != WaitpointKind.DELEGATION.value:
+    view = RunView(run)
+    if view.phase != RunPhase.WAITING.value or view.waitpoint_kind != WaitpointKind.DELEGATION.value:
         return False
     namespace, name = run["metadata"]["namespace"], run["metadata"]["name"]
     children = await delegation.observe(kube, run)
     due = tree.resume_due([c for _, c in children], since=tree.waiting_since(run), now=now,
                           timeout_seconds=config.delegation_timeout_seconds)
-    was_cut = {c.get("session") for c in status.get("children") or [] if c.get("cutOff")}
+    was_cut = {c.get("session") for c in view.children if c.get("cutOff")}
     wanted = [tree.child_status(given, child, cut_off=child.session_name in was_cut or
                                 (due.deadline_passed and not tree.ended(child))).dump()
               for given, child in children]
-    if wanted != status.get("children"):
+    if wanted != list(view.children):
         await kube.patch_status("agentruns", namespace, name, {"status": {"children": wanted}})
     if due.deadline_passed:
         await delegation.cascade(kube, run, f"the parent run {name} stopped waiting after "
@@ -198,7 +197,7 @@ async def _credential_trouble(kube: Kube, run: dict[str, Any], error: str, now: 
     namespace, name = run["metadata"]["namespace"], run["metadata"]["name"]
     logger.warning("run %s/%s: %s", namespace, name, error)
     wanted = conditions.condition("Ready", False, "DatabaseCredentialFailed", error)
-    current = (run.get("status") or {}).get("conditions") or []
+    current = RunView(run).conditions
     updated = conditions.updated(run, [wanted], now)
     if updated != current:
         await kube.patch_status("agentruns", namespace, name, {"status": {"conditions": updated}})
@@ -211,7 +210,7 @@ async def _invalid_job(kube: Kube, run: dict[str, Any], job: str, error: str, no
     run with the reason, no retry (the same body fails again).
     Safe to repeat: absolute values, and a failed run starts no segment."""
     namespace, name = run["metadata"]["namespace"], run["metadata"]["name"]
-    segs = [dict(s) for s in (run.get("status") or {}).get("segments") or []]
+    segs = [dict(s) for s in RunView(run).segments]
     if segs:
         segs[-1].update(outcome=segments.NOT_STARTED, finishedAt=iso(now), reason=f"{reason}: {error}")
     await kube.patch_status("agentruns", namespace, name, {"status": with_phase(

@@ -9,11 +9,11 @@ import datetime
 from typing import Any
 
 from sessionops.api import conditions
-from sessionops.api.input import InputKind, InputPhase
+from sessionops.api.input import InputKind
 from sessionops.api.run import TERMINAL_PHASES, RunPhase, SegmentKind, WaitpointKind
 from sessionops.api.run_conditions import READY, with_phase
 from sessionops.platform.timestamps import iso
-from sessionops.views.job import JobView
+from sessionops.views import InputView, JobView, RunView
 
 # Outcomes of a segment (status.segments[].outcome).
 LOST = "Lost"  # the pod died, was evicted or OOM-killed, or exited without a verdict
@@ -95,12 +95,12 @@ class _Pass:
         return self.run["metadata"]["name"]
 
     @property
-    def status(self) -> dict[str, Any]:
-        return self.run.get("status") or {}
+    def stored(self) -> RunView:
+        return RunView(self.run)
 
     @property
-    def phase(self) -> str | None:
-        return self.status.get("phase")
+    def phase(self) -> str:
+        return self.stored.phase
 
     @property
     def last(self) -> dict[str, Any]:
@@ -130,7 +130,7 @@ def decide(run: dict[str, Any], job: dict[str, Any] | None, resume_inputs: list[
     ``pod_trouble``: why the last segment's pod does not run (``config_error_seconds`` after the Job's
     creation, a configuration error fails the run without retries: a new pod would fail the same way).
     The cases are tried in order (``_CASES``); the first that applies decides the pass."""
-    given = _Pass(run=run, segments=[dict(s) for s in (run.get("status") or {}).get("segments") or []],
+    given = _Pass(run=run, segments=[dict(s) for s in RunView(run).segments],
                   job=JobView.of(job), resume_inputs=resume_inputs, now=now, max_retries=max_retries,
                   start_timeout_seconds=start_timeout_seconds, delegation_due=delegation_due,
                   pod_trouble=pod_trouble, config_error_seconds=config_error_seconds)
@@ -142,7 +142,7 @@ def decide(run: dict[str, Any], job: dict[str, Any] | None, resume_inputs: list[
 
 def _cancellation_owns_the_run(p: _Pass) -> RunPlan | None:
     """A run asked to cancel, or Cancelling, belongs to the cancellation controller: nothing to do."""
-    if (p.run.get("spec") or {}).get("cancel") or p.phase == RunPhase.CANCELLING.value:
+    if p.stored.cancel_requested or p.phase == RunPhase.CANCELLING.value:
         return RunPlan()
     return None
 
@@ -228,7 +228,7 @@ def _segment_under_way(p: _Pass) -> RunPlan | None:
 def _delegation_answered(p: _Pass) -> RunPlan | None:
     """A run waiting on its children resumes once they ended or its deadline passed, else it waits."""
     # No input answers a delegation: the worker reads the children's outcomes.
-    if p.phase != RunPhase.WAITING.value or _waitpoint(p).get("kind") != WaitpointKind.DELEGATION.value:
+    if p.phase != RunPhase.WAITING.value or p.stored.waitpoint_kind != WaitpointKind.DELEGATION.value:
         return None
     if not p.delegation_due:
         return RunPlan()
@@ -242,8 +242,8 @@ def _stale_answer(p: _Pass) -> RunPlan | None:
     """The oldest pending answer names an older waitpoint: reject it, the run does not resume."""
     if p.phase != RunPhase.WAITING.value or (inp := _oldest(p.resume_inputs)) is None:
         return None
-    waitpoint_id = (inp.get("spec") or {}).get("waitpointId")
-    if waitpoint_id == _waitpoint(p).get("id"):
+    waitpoint_id = InputView(inp).waitpoint_id
+    if waitpoint_id == p.stored.waitpoint_id:
         return None
     return RunPlan(reject_input=(inp["metadata"]["name"], f'stale waitpoint "{waitpoint_id}"'))
 
@@ -299,13 +299,9 @@ def _retry_or_fail(p: _Pass, plan: RunPlan, segments: list[dict[str, Any]]) -> R
     return plan
 
 
-def _waitpoint(p: _Pass) -> dict[str, Any]:
-    return p.status.get("waitpoint") or {}
-
-
 def _oldest(inputs: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The pending answer with the lowest sequence (the first of equals)."""
-    return min(inputs, key=lambda i: int((i.get("spec") or {}).get("sequence") or 0), default=None)
+    return min(inputs, key=lambda i: InputView(i).sequence, default=None)
 
 
 def _next(segments: list[dict[str, Any]], kind: str, now: datetime.datetime, run_name: str,
@@ -321,7 +317,7 @@ def _pod_ready(run: dict[str, Any], trouble: PodTrouble, now: datetime.datetime)
     """The run's conditions with Ready showing the pod's trouble; None when already shown
     (a no-op write is skipped: it would also be one more run event)."""
     wanted = conditions.condition(READY, False, trouble.reason, f"pod {trouble.pod}: {trouble.message}")
-    current = (run.get("status") or {}).get("conditions") or []
+    current = RunView(run).conditions
     result = conditions.updated(run, [wanted], now)
     return None if result == current else result
 
@@ -336,7 +332,4 @@ def _resuming(run: dict[str, Any], segments: list[dict[str, Any]], now: datetime
 
 def pending_resumes(inputs: list[dict[str, Any]], run_name: str) -> list[dict[str, Any]]:
     return [i for i in inputs
-            if (i.get("spec") or {}).get("kind") == InputKind.RESUME.value
-            and (i.get("spec") or {}).get("run") == run_name
-            and ((i.get("status") or {}).get("phase") or InputPhase.PENDING.value) == InputPhase.PENDING.value
-            and not i.get("metadata", {}).get("deletionTimestamp")]
+            if (view := InputView(i)).kind == InputKind.RESUME.value and view.resume_run == run_name and view.pending]

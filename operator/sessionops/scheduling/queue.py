@@ -13,9 +13,10 @@ from typing import Any
 
 from sessionops.api import conditions
 from sessionops.api.input import Delivery, InputKind, InputPhase
-from sessionops.api.names import CLAIMED_AT_LABEL, INPUT_FINALIZER, SEQUENCE_LABEL, run_name
-from sessionops.api.run import TERMINAL_PHASES, RunPhase
+from sessionops.api.names import INPUT_FINALIZER, run_name
+from sessionops.api.run import RunPhase
 from sessionops.api.session import SessionPhase
+from sessionops.views import InputView, RunView, SessionView
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,45 +36,37 @@ class Plan:
     status: dict[str, Any] = dataclasses.field(default_factory=dict)  # projected session status
 
 
-def _spec(obj: dict[str, Any]) -> dict[str, Any]:
-    return obj.get("spec") or {}
-
-
-def _phase(obj: dict[str, Any], default: str | None = None) -> str | None:
-    return (obj.get("status") or {}).get("phase") or default
-
-
 def _name(obj: dict[str, Any]) -> str:
     return obj["metadata"]["name"]
 
 
 def _seq(obj: dict[str, Any]) -> int:
-    return int(_spec(obj).get("sequence") or 0)
-
-
-def _deleting(obj: dict[str, Any]) -> bool:
-    return bool(obj.get("metadata", {}).get("deletionTimestamp"))
+    return InputView(obj).sequence
 
 
 def run_sequence(run: dict[str, Any]) -> int:
-    return int((run.get("metadata", {}).get("labels") or {}).get(SEQUENCE_LABEL) or 0)
+    return RunView(run).sequence
 
 
 def claimed_at(run: dict[str, Any]) -> int:
     """The last receipt sequence that existed when the run was claimed: only a Continue
     received after that can answer the run's failure (an earlier one unpaused the queue
     that then claimed this very run)."""
-    labels = run.get("metadata", {}).get("labels") or {}
-    return int(labels.get(CLAIMED_AT_LABEL) or labels.get(SEQUENCE_LABEL) or 0)
+    return RunView(run).claimed_at
 
 
 def is_pending(inp: dict[str, Any]) -> bool:
-    return _phase(inp, InputPhase.PENDING.value) == InputPhase.PENDING.value and not _deleting(inp)
+    return InputView(inp).pending
 
 
 def queue_order(inp: dict[str, Any]) -> tuple[int, int]:
     """Steers first (one batch), then follow-ups FIFO by receipt sequence."""
-    return (0 if _spec(inp).get("delivery") == Delivery.STEER.value else 1, _seq(inp))
+    view = InputView(inp)
+    return (0 if view.delivery == Delivery.STEER.value else 1, view.sequence)
+
+
+def _terminal(run: dict[str, Any]) -> bool:
+    return RunView(run).terminal
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,18 +79,18 @@ class Pause:
 
 def pause(runs: list[dict[str, Any]], inputs: list[dict[str, Any]]) -> Pause | None:
     """Paused after the latest finished turn failed or was cancelled, until a later Continue."""
-    active = [r for r in runs if _phase(r) not in TERMINAL_PHASES]
-    if any(_phase(r) == RunPhase.CANCELLING.value for r in active):
+    active = [r for r in runs if not _terminal(r)]
+    if any(RunView(r).phase == RunPhase.CANCELLING.value for r in active):
         return Pause("TurnCancelling", "a turn is being cancelled")
-    finished = sorted((r for r in runs if _phase(r) in TERMINAL_PHASES), key=lambda r: (run_sequence(r), claimed_at(r)))
-    if not finished or _phase(finished[-1]) == RunPhase.SUCCEEDED.value:
+    finished = sorted((r for r in runs if _terminal(r)), key=lambda r: (run_sequence(r), claimed_at(r)))
+    if not finished or RunView(finished[-1]).phase == RunPhase.SUCCEEDED.value:
         return None
     last = finished[-1]
-    continues = [i for i in inputs if _spec(i).get("kind") == InputKind.CONTINUE.value
-                 and _seq(i) > claimed_at(last) and not _deleting(i)]
+    continues = [i for i in map(InputView, inputs) if i.kind == InputKind.CONTINUE.value
+                 and i.sequence > claimed_at(last) and not i.deleting]
     if continues:
         return None
-    cancelled = _phase(last) == RunPhase.CANCELLED.value
+    cancelled = RunView(last).phase == RunPhase.CANCELLED.value
     verb = "was cancelled" if cancelled else "failed"
     return Pause("TurnCancelled" if cancelled else "TurnFailed",
                  f'turn "{_name(last)}" {verb}: send a Continue input to resume the queue')
@@ -111,21 +104,22 @@ def decide(session: dict[str, Any], inputs: list[dict[str, Any]], runs: list[dic
     plan = Plan()
     name = _name(session)
     by_name = {_name(r): r for r in runs}
-    active = sorted((r for r in runs if _phase(r) not in TERMINAL_PHASES), key=run_sequence)
+    active = sorted((r for r in runs if not _terminal(r)), key=run_sequence)
 
     # Deleting inputs: a pending one leaves the queue; a consumed one keeps its record
     # until its run no longer needs it.
     for inp in inputs:
-        if _deleting(inp) and INPUT_FINALIZER in (inp["metadata"].get("finalizers") or []):
-            owners = [r for r in runs if _name(inp) in (_spec(r).get("inputs") or [])]
-            if not any(_phase(r) not in TERMINAL_PHASES for r in owners):
+        view = InputView(inp)
+        if view.deleting and INPUT_FINALIZER in view.finalizers:
+            owners = [r for r in runs if view.name in RunView(r).inputs]
+            if not any(not _terminal(r) for r in owners):
                 plan.release.append(_name(inp))
 
     # Repair: inputs of an existing run that a crashed pass did not mark consumed.
     for run in runs:
-        for input_name in _spec(run).get("inputs") or []:
+        for input_name in RunView(run).inputs:
             inp = next((i for i in inputs if _name(i) == input_name), None)
-            if inp is not None and _phase(inp, InputPhase.PENDING.value) == InputPhase.PENDING.value:
+            if inp is not None and InputView(inp).phase == InputPhase.PENDING.value:
                 plan.consume[input_name] = _name(run)
 
     paused = pause(runs, inputs)
@@ -133,27 +127,27 @@ def decide(session: dict[str, Any], inputs: list[dict[str, Any]], runs: list[dic
     if reason is None:
         # A Continue is consumed once the queue it unpaused moves on.
         for inp in inputs:
-            if _spec(inp).get("kind") == InputKind.CONTINUE.value and is_pending(inp):
+            if InputView(inp).kind == InputKind.CONTINUE.value and is_pending(inp):
                 plan.consume[_name(inp)] = None
 
     pending = sorted((i for i in inputs if is_pending(i) and _name(i) not in plan.consume
-                      and (_spec(i).get("kind") or InputKind.MESSAGE.value) == InputKind.MESSAGE.value),
+                      and InputView(i).kind == InputKind.MESSAGE.value),
                      key=queue_order)
     waiting_for_room = not active and reason is None and bool(pending) and held_back is not None
     if not active and reason is None and pending and not waiting_for_room:
         head = pending[0]
-        if _spec(head).get("delivery") == Delivery.STEER.value:
-            batch = [i for i in pending if _spec(i).get("delivery") == Delivery.STEER.value]
+        if InputView(head).delivery == Delivery.STEER.value:
+            batch = [i for i in pending if InputView(i).delivery == Delivery.STEER.value]
         else:
             batch = [head]
         new_name = head_run_name(name, head, by_name)
         existing = by_name.get(new_name)
         if existing is not None:  # created by an earlier pass: only its own inputs are its own
-            for input_name in _spec(existing).get("inputs") or []:
+            for input_name in RunView(existing).inputs:
                 plan.consume.setdefault(input_name, new_name)
         else:
             plan.create_run = NewRun(new_name, _seq(head), [_name(i) for i in batch],
-                                     _spec(head).get("contextSnapshot") or {},
+                                     InputView(head).context_snapshot or {},
                                      claimed_at=max(_seq(i) for i in inputs))
             for inp in batch:
                 plan.consume[_name(inp)] = new_name
@@ -163,7 +157,7 @@ def decide(session: dict[str, Any], inputs: list[dict[str, Any]], runs: list[dic
     # ahead of every claimed turn; never lower it. A run exists only after receipt wrote its
     # sequence, so this is never a race with receipt. Safe to repeat: the value is absolute.
     claimed = max((run_sequence(r) for r in runs), default=0)
-    if claimed > int((session.get("status") or {}).get("lastSequence") or 0):
+    if claimed > SessionView(session).last_sequence:
         plan.status["lastSequence"] = claimed
     plan.status["queue"]["heldBack"] = held_back if waiting_for_room else None
     plan.status["conditions"] = conditions.updated(
@@ -177,7 +171,7 @@ def head_run_name(session: str, head: dict[str, Any], runs: dict[str, dict[str, 
     head's uid, still deterministic, so a repeated pass finds the run it created (issue 12)."""
     name = run_name(session, _seq(head))
     taken = runs.get(name)
-    if taken is None or _name(head) in (_spec(taken).get("inputs") or []):
+    if taken is None or _name(head) in RunView(taken).inputs:
         return name
     digest = hashlib.sha256((head["metadata"].get("uid") or _name(head)).encode()).hexdigest()[:6]
     return f"{name}-{digest}"
@@ -205,13 +199,13 @@ def session_conditions(status: dict[str, Any], paused: Pause | None) -> list[dic
 def project_status(session: dict[str, Any], active: list[dict[str, Any]], plan: Plan, reason: str | None,
                    pending: list[dict[str, Any]]) -> dict[str, Any]:
     """What users see: effective model/approval, phase, active run, queue. Never the snapshot."""
-    snapshot = _spec(session).get("contextSnapshot") or {}
+    snapshot = SessionView(session).context_snapshot or {}
     still_pending = [i for i in pending if _name(i) not in plan.consume]
     if active:
         run = active[0]
         phase = {RunPhase.WAITING.value: SessionPhase.WAITING.value,
                  RunPhase.CANCELLING.value: SessionPhase.CANCELLING.value}.get(
-            _phase(run, RunPhase.PENDING.value) or "", SessionPhase.RUNNING.value)
+            RunView(run).phase, SessionPhase.RUNNING.value)
         active_name: str | None = _name(run)
     elif plan.create_run is not None:
         phase, active_name = SessionPhase.RUNNING.value, plan.create_run.name

@@ -28,6 +28,7 @@ from sessionops.platform.kube import Conflict, Kube
 from sessionops.platform.locks import coalesced
 from sessionops.platform.timestamps import parse
 from sessionops.scheduling import queue
+from sessionops.views import InputView, SessionView
 
 logger = logging.getLogger(__name__)
 
@@ -95,7 +96,7 @@ async def wake_held_back(kube: Kube, namespace: str, root: str, tree_bound: int)
     """A turn of the tree finished or started waiting: sessions held back by its bound may
     claim now. Each is an ordinary (idempotent) pass."""
     for session in await kube.list("agentsessions", namespace, f"{TREE_LABEL}={root}"):
-        if ((session.get("status") or {}).get("queue") or {}).get("heldBack"):
+        if SessionView(session).held_back:
             await reconcile_session(kube, namespace, session["metadata"]["name"], tree_bound)
 
 
@@ -119,7 +120,7 @@ async def apply(kube: Kube, session: dict[str, Any], inputs: list[dict[str, Any]
         await _ignore_gone(kube.patch_status("agentinputs", namespace, input_name, {"status": status}))
     for input_name in plan.release:
         await drop_input_finalizer(kube, by_name[input_name])
-    if _status_changed(session.get("status") or {}, plan.status):
+    if _status_changed(SessionView(session).status, plan.status):
         await _ignore_gone(kube.patch_status("agentsessions", namespace, session["metadata"]["name"],
                                              {"status": plan.status}))
 
@@ -135,12 +136,10 @@ async def _ignore_gone(coro: Any) -> None:
 async def release_orphan(kube: Kube, inp: dict[str, Any]) -> bool:
     """A deleting input whose session is gone has no queue to leave: drop our finalizer.
     Safe to repeat: once removed, the input is no longer ours to hold."""
-    meta = inp.get("metadata", {})
-    finalizers = meta.get("finalizers") or []
-    if not meta.get("deletionTimestamp") or INPUT_FINALIZER not in finalizers:
+    view = InputView(inp)
+    if not view.deleting or INPUT_FINALIZER not in view.finalizers:
         return False
-    session = ((inp.get("spec") or {}).get("sessionRef") or {}).get("name", "")
-    if await kube.get("agentsessions", meta["namespace"], session) is not None:
+    if await kube.get("agentsessions", view.namespace, view.session_name) is not None:
         return False  # the session's own pass decides (a consumed input may still be needed)
     await drop_input_finalizer(kube, inp)
     return True

@@ -41,6 +41,7 @@ from sessionops import GROUP
 from sessionops.api.input import SubmittedBy
 from sessionops.platform.worker_kube import WorkerKube
 from sessionops.policy import authz
+from sessionops.views import InputView
 
 MCP_SEPARATOR = "__"
 CACHE_SECONDS = 5.0
@@ -84,7 +85,7 @@ def subjects_of(inputs: Iterable[Mapping[str, Any]]) -> list[SubmittedBy | None]
     """The distinct submitters of these inputs; None for an input admission did not stamp."""
     seen: dict[str, SubmittedBy | None] = {}
     for inp in inputs:
-        raw = (inp.get("spec") or {}).get("submittedBy")
+        raw = InputView(inp).submitted_by
         subject = SubmittedBy.model_validate(raw) if raw else None
         key = subject.model_dump_json() if subject else ""
         seen.setdefault(key, subject)

@@ -20,6 +20,7 @@ from sessionops.delegation import tree
 from sessionops.delegation.names import PARENT_RUN_LABEL, child_input_name, child_session_name
 from sessionops.platform.errors import ApiException
 from sessionops.platform.worker_kube import Conflict, WorkerKube, status_message
+from sessionops.views import SessionView
 from sessionops.worker.access import Access, agent_check
 
 logger = logging.getLogger("sessionops.worker")
@@ -98,8 +99,8 @@ class Dispatcher:
             raise
 
     def _check_ours(self, session: dict[str, Any], tool_call_id: str) -> None:
-        delegation = (session.get("spec") or {}).get("delegation") or {}
-        if delegation.get("parentRun") != self.run or delegation.get("toolCallId") != tool_call_id:
+        view = SessionView(session)
+        if view.parent_run != self.run or view.tool_call_id != tool_call_id:
             raise ToolException(f"delegate: session {session['metadata']['name']} exists and is not this "
                                 "call's child")
 

@@ -19,6 +19,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from sessionops.agent.limits import step_limit_message
 from sessionops.api.run import RESULT_TEXT_MAX, RunPhase, Usage, Waitpoint
 from sessionops.api.run_conditions import with_phase
+from sessionops.views import RunView
 
 MODEL_ERROR = "ModelError"
 """The model call failed after its retries (provider error, unknown model, bad request)."""
@@ -119,7 +120,7 @@ def status_patch(verdict: Verdict, *, run: Mapping[str, Any], segment: str, usag
     """The run status merge patch for a verdict (absolute values: repeating it is safe)."""
     patch: dict[str, Any] = {"phase": verdict.phase, "waitpoint": None}
     if usage is not None:
-        previous = Usage.model_validate((run.get("status") or {}).get("usage") or {})
+        previous = Usage.model_validate(RunView(run).usage)
         # Never report less than a previous segment did (summarization may have folded
         # earlier AI messages of the turn away).
         patch["usage"] = Usage(input_tokens=max(usage.input_tokens, previous.input_tokens),

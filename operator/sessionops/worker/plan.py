@@ -17,6 +17,7 @@ from langchain_core.messages import HumanMessage
 
 from sessionops.api.input import Delivery, InputKind, InputPhase
 from sessionops.api.run import SegmentKind
+from sessionops.views import InputView
 
 INPUT_ID_PREFIX = "input:"
 
@@ -26,11 +27,11 @@ def input_message_id(uid: str, index: int) -> str:
 
 
 def _messages(inp: Mapping[str, Any]) -> list[str]:
-    return [m.get("content", "") for m in (inp.get("spec") or {}).get("messages") or []]
+    return [m.get("content", "") for m in InputView(inp).messages]
 
 
 def _sequence(inp: Mapping[str, Any]) -> int:
-    return int((inp.get("spec") or {}).get("sequence") or 0)
+    return InputView(inp).sequence
 
 
 def start_messages(inputs: Iterable[Mapping[str, Any]]) -> list[HumanMessage]:
@@ -56,15 +57,15 @@ def steer_candidates(inputs: Iterable[Mapping[str, Any]], run: str, exclude: Ite
     excluded = set(exclude)
     found = []
     for inp in inputs:
-        spec, status = inp.get("spec") or {}, inp.get("status") or {}
-        if inp["metadata"]["name"] in excluded or inp["metadata"].get("deletionTimestamp"):
+        view = InputView(inp)
+        if view.name in excluded or view.deleting:
             continue
-        if (spec.get("kind") or InputKind.MESSAGE.value) != InputKind.MESSAGE.value:
+        if view.kind != InputKind.MESSAGE.value:
             continue
-        if spec.get("delivery") != Delivery.STEER.value or spec.get("sequence") is None:
+        if view.delivery != Delivery.STEER.value or view.stored_sequence is None:
             continue
-        phase = status.get("phase") or InputPhase.PENDING.value
-        if phase == InputPhase.PENDING.value or (phase == InputPhase.CONSUMED.value and status.get("run") == run):
+        phase = view.phase
+        if phase == InputPhase.PENDING.value or (phase == InputPhase.CONSUMED.value and view.consumed_by == run):
             found.append(dict(inp))
     return sorted(found, key=_sequence)
 
@@ -104,7 +105,7 @@ def plan_segment(kind: SegmentKind | str, *, turn_started: bool, has_next: bool,
     if kind == SegmentKind.RESUME:
         return SegmentPlan(Action.RESUME, resume_name)
     if resume_input is not None and waitpoint_id is not None \
-            and (resume_input.get("spec") or {}).get("waitpointId") == waitpoint_id:
+            and InputView(resume_input).waitpoint_id == waitpoint_id:
         return SegmentPlan(Action.RESUME, resume_name)
     return SegmentPlan(Action.CONTINUE if has_next else Action.REPORT)
 

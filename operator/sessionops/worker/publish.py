@@ -21,6 +21,7 @@ from sessionops.api.names import RUN_LABEL, SESSION_LABEL, owner_reference
 from sessionops.api.transcript import chunk_name, chunks
 from sessionops.platform.errors import ApiException
 from sessionops.platform.worker_kube import Conflict, WorkerKube
+from sessionops.views import RunView
 from sessionops.worker import transcript
 
 logger = logging.getLogger("sessionops.worker")
@@ -128,7 +129,7 @@ class Publisher:
 
     def _body(self, index: int, steps: list[transcript.Step]) -> dict[str, Any]:
         meta = self.run["metadata"]
-        session = self.run["spec"]["sessionRef"]["name"]
+        session = RunView(self.run).session_name
         metadata: dict[str, Any] = {
             "name": chunk_name(meta["name"], index), "namespace": self.namespace,
             "labels": {SESSION_LABEL: session, RUN_LABEL: meta["name"]},

@@ -56,6 +56,7 @@ from sessionops.platform.errors import ApiException
 from sessionops.platform.worker_kube import WorkerKube, writable
 from sessionops.policy import egress
 from sessionops.toolbox.client import ToolboxClient, ToolboxUnavailable
+from sessionops.views import InputView, RunView
 from sessionops.worker import outcome, plan, thread, transcript
 from sessionops.worker.access import Access, agent_check, subjects_of
 from sessionops.worker.delegation import Dispatcher
@@ -103,7 +104,7 @@ class Segment:
         if run is None or not writable(run):
             self.log("the run is gone, cancelled or finished: nothing to do")
             return EXIT_OK
-        session_name = run["spec"]["sessionRef"]["name"]
+        session_name = RunView(run).session_name
         session = self.kube.get("agentsessions", env.namespace, session_name)
         if session is None:
             self.log("session %s is gone: nothing to do", session_name)
@@ -127,15 +128,16 @@ class Segment:
             self.log("the run was cancelled or finished meanwhile: nothing to do")
             return EXIT_OK
         try:
-            snapshot = ContextSnapshot.model_validate(run["spec"]["contextSnapshot"])
+            snapshot = ContextSnapshot.model_validate(RunView(run).context_snapshot)
         except ValidationError as e:
             # Field paths only: the values are the user's configuration and never go to logs.
             where = ", ".join(".".join(map(str, err["loc"])) for err in e.errors()) or "?"
             return self._report(outcome.failed(outcome.INVALID_SNAPSHOT, f"spec.contextSnapshot is invalid at {where}"))
-        inputs = [i for name in run["spec"]["inputs"] if (i := self.kube.get("agentinputs", env.namespace, name))]
+        view = RunView(run)
+        inputs = [i for name in view.inputs if (i := self.kube.get("agentinputs", env.namespace, name))]
         # A Retry may still have to deliver its run's last Resume input; a Resume segment
         # without an input answers a Delegation waitpoint with the children's outcomes.
-        resume_name = env.resume_input or (plan.last_resume_input((run.get("status") or {}).get("segments") or [])
+        resume_name = env.resume_input or (plan.last_resume_input(view.segments)
                                            if env.kind == SegmentKind.RETRY.value else None)
         resume = self.kube.get("agentinputs", env.namespace, resume_name) if resume_name else None
         access = Access(self.kube, env.namespace, subjects_of([*inputs, *([resume] if resume else [])]))
@@ -161,7 +163,7 @@ class Segment:
         toolbox = ToolboxClient(env.tools_socket)
         toolbox.wait_ready(env.tools_wait_seconds)
         delivery = SteerDelivery(self.kube, env.namespace, session["metadata"]["name"], env.run,
-                                 run["spec"]["inputs"])
+                                 list(view.inputs))
         steering = SteeringMiddleware(fetch_steers=delivery.fetch, on_delivered=delivery.confirm)
         thread_id = session["metadata"]["uid"]
         # The MCP loop thread lives as long as the graph may call MCP tools: the whole segment.
@@ -171,25 +173,24 @@ class Segment:
                                              egress=egress.Policy.of(env.mcp_egress, os.environ))
             mcp_tools = mcp.load(connections)
             saver = PostgresSaver(conn)
-            status = run.get("status") or {}
             headers = [v for c in connections.values() for v in (c.get("headers") or {}).values()]
             redactor = transcript.Redactor([*headers, *_dsn_secrets(env.database_url),
                                             *([env.model.api_key] if env.model and env.model.api_key else [])])
             self._projection = {
                 "start_ids": plan.turn_start_ids(inputs), "redactor": redactor,
-                "decisions": transcript.decision_steps(status.get("waitpoint"), resume),
-                "answers": transcript.answer_steps(status.get("waitpoint"), resume, redactor),
+                "decisions": transcript.decision_steps(view.waitpoint, resume),
+                "answers": transcript.answer_steps(view.waitpoint, resume, redactor),
             }
             self.publisher = Publisher(self.kube, run, env.segment_name,
                                        now=self._step_time).start()
-            dispatcher = Dispatcher(self.kube, env.namespace, env.run, snapshot, access, status.get("children") or [])
+            dispatcher = Dispatcher(self.kube, env.namespace, env.run, snapshot, access, list(view.children))
             graph = build_agent(snapshot, model=model, toolbox=toolbox, checkpointer=saver,
                                 skills=skills, extra_tools=[*mcp_tools, delegate_tool(dispatcher.dispatch)],
                                 steering=steering, tool_filter=access.tool_filter)
             config = thread.run_config(thread_id, env.run, env.segment_name, snapshot.max_execution_steps)
             try:
                 verdict = self._execute(graph, saver, config, thread_id, inputs, resume, snapshot, dispatcher,
-                                        status.get("segments") or [])
+                                        list(view.segments))
                 if verdict is None:
                     # Tasks pend without an interrupt after the graph returned: langgraph stopped
                     # early. Not a verdict: let the operator retry from the checkpoint.
@@ -253,9 +254,9 @@ class Segment:
                 command = build_delegation_resume(state, dispatcher.outcomes(delegation_children(state)))
                 self._drive(graph, command, config)
             elif step.action == plan.Action.RESUME:
-                spec = (resume or {}).get("spec") or {}
-                command: Command = build_resume(state, waitpoint_id=spec.get("waitpointId"),
-                                                answers=spec.get("answers"), decisions=spec.get("decisions"))
+                answer = InputView(resume)
+                command: Command = build_resume(state, waitpoint_id=answer.waitpoint_id, answers=answer.answers,
+                                                decisions=answer.decisions)
                 self._drive(graph, command, config)
             elif step.action == plan.Action.CONTINUE:
                 self._drive(graph, None, config)

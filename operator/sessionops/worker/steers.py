@@ -15,6 +15,7 @@ import logging
 from typing import Any
 
 from sessionops.platform.worker_kube import WorkerKube, writable
+from sessionops.views import RunView
 from sessionops.worker.plan import steer_candidates, steer_text
 
 logger = logging.getLogger(__name__)
@@ -47,7 +48,7 @@ class SteerDelivery:
     def _record(self, names: list[str]) -> None:
         """Add names to ``status.steered`` (a CAS on the run; a union, so repeating is safe)."""
         def change(run: dict[str, Any]) -> dict[str, Any] | None:
-            steered = list((run.get("status") or {}).get("steered") or [])
+            steered = list(RunView(run).steered)
             new = [n for n in names if n not in steered]
             return {"steered": steered + new} if new else None
 

@@ -26,6 +26,7 @@ from sessionops.api.transcript import (
     StepKind,
     TranscriptStep,
 )
+from sessionops.views import InputView
 from sessionops.worker.outcome import message_text
 
 TEXT_MAX = 32 * 1024
@@ -132,11 +133,11 @@ def decision_steps(waitpoint: Mapping[str, Any] | None, resume: Mapping[str, Any
     """tool_call_id -> Decision step, from an Approval waitpoint and the resume input deciding it."""
     if not waitpoint or not resume:
         return {}
-    spec = resume.get("spec") or {}
-    by = ((spec.get("submittedBy") or {}).get("username")) or None
+    answer = InputView(resume)
+    by = ((answer.submitted_by or {}).get("username")) or None
     calls = {c.get("callId"): c for c in waitpoint.get("calls") or []}
     out: dict[str, Step] = {}
-    for d in spec.get("decisions") or []:
+    for d in answer.decisions or []:
         call = calls.get(d.get("callId"))
         if call is None:
             continue
@@ -152,10 +153,10 @@ def answer_steps(waitpoint: Mapping[str, Any] | None, resume: Mapping[str, Any] 
     if not waitpoint or not resume:
         return {}
     redact = redactor or Redactor(())
-    spec = resume.get("spec") or {}
-    by = ((spec.get("submittedBy") or {}).get("username")) or None
+    answered = InputView(resume)
+    by = ((answered.submitted_by or {}).get("username")) or None
     out: dict[str, Step] = {}
-    for q, answer in zip(waitpoint.get("questions") or [], spec.get("answers") or [], strict=False):
+    for q, answer in zip(waitpoint.get("questions") or [], answered.answers or [], strict=False):
         qid = q.get("questionId") or ""
         text = answer if isinstance(answer, str) else ", ".join(answer)
         out[qid] = _step(f"answer:{qid}", StepKind.ANSWER, text=redact.text(f"{q.get('question', '')} -> {text}"),

@@ -10,10 +10,12 @@ import kopf
 from sessionops import GROUP, VERSION
 from sessionops.cancellation.reconcile import reconcile_cancel
 from sessionops.manager.runtime import Runtime
+from sessionops.views import RunView
 
 
-def _cancelling(spec: kopf.Spec, status: kopf.Status, **_: Any) -> bool:
-    return bool(spec.get("cancel")) and status.get("phase") not in ("Cancelled", "Succeeded", "Failed")
+def _cancelling(body: kopf.Body, **_: Any) -> bool:
+    run = RunView(body)
+    return run.cancel_requested and not run.terminal
 
 
 @kopf.on.event(GROUP, VERSION, "agentruns", when=_cancelling)

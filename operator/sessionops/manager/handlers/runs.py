@@ -7,11 +7,13 @@ from typing import Any
 import kopf
 
 from sessionops import GROUP, VERSION
+from sessionops.api.input import InputKind
 from sessionops.api.names import RUN_LABEL
 from sessionops.cancellation.reconcile import reconcile_cancel
 from sessionops.delegation.names import PARENT_RUN_LABEL
 from sessionops.execution.reconcile import reconcile_run
 from sessionops.manager.runtime import Runtime
+from sessionops.views import InputView, RunView
 
 
 @kopf.on.event(GROUP, VERSION, "agentruns")
@@ -28,7 +30,7 @@ async def child_run_event(labels: kopf.Labels, namespace: str, memo: Any, **_: A
     parent = await rt.kube.get("agentruns", namespace, labels[PARENT_RUN_LABEL])
     if parent is None:
         return
-    if (parent.get("spec") or {}).get("cancel"):
+    if RunView(parent).cancel_requested:
         await reconcile_cancel(rt.kube, rt.checkpoint_dsn(namespace), namespace, parent["metadata"]["name"])
     else:
         await reconcile_run(rt.kube, rt.config.current, namespace, parent["metadata"]["name"],
@@ -40,7 +42,7 @@ async def job_event(labels: kopf.Labels, namespace: str, memo: Any, **_: Any) ->
     """A Job ending decides a segment; a Job going away lets a cancellation go on."""
     rt: Runtime = memo.runtime
     run = await rt.kube.get("agentruns", namespace, labels[RUN_LABEL])
-    if run is not None and (run.get("spec") or {}).get("cancel"):
+    if run is not None and RunView(run).cancel_requested:
         await reconcile_cancel(rt.kube, rt.checkpoint_dsn(namespace), namespace, labels[RUN_LABEL])
     else:
         await reconcile_run(rt.kube, rt.config.current, namespace, labels[RUN_LABEL], credentials=rt.credentials)
@@ -56,7 +58,8 @@ async def pod_event(labels: kopf.Labels, namespace: str, type: str | None, memo:
 
 
 @kopf.on.event(GROUP, VERSION, "agentinputs")
-async def resume_received(spec: kopf.Spec, namespace: str, memo: Any, **_: Any) -> None:
-    if spec.get("kind") == "Resume" and spec.get("run"):
+async def resume_received(body: kopf.Body, namespace: str, memo: Any, **_: Any) -> None:
+    inp = InputView(body)
+    if inp.kind == InputKind.RESUME.value and inp.resume_run:
         rt: Runtime = memo.runtime
-        await reconcile_run(rt.kube, rt.config.current, namespace, spec["run"], credentials=rt.credentials)
+        await reconcile_run(rt.kube, rt.config.current, namespace, inp.resume_run, credentials=rt.credentials)

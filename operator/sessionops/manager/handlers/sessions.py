@@ -25,6 +25,7 @@ from sessionops.scheduling.reconcile import (
     release_session,
     wake_held_back,
 )
+from sessionops.views import InputView, RunView
 
 FREES_A_SLOT = TERMINAL_PHASES | {RunPhase.WAITING.value}
 """Run phases that no longer count against the tree's bound."""
@@ -33,11 +34,11 @@ FREES_A_SLOT = TERMINAL_PHASES | {RunPhase.WAITING.value}
 def _may_free_a_slot(run: dict[str, Any], *, deleted: bool) -> bool:
     """A child's turn ended or waits, or a parent started waiting on its children: a held-back
     sibling may claim now. Other runs never hold a tree back (no list call for them)."""
-    labels = run.get("metadata", {}).get("labels") or {}
-    status = run.get("status") or {}
-    in_tree = PARENT_RUN_LABEL in labels or bool(status.get("children")) or \
-        (status.get("waitpoint") or {}).get("kind") == WaitpointKind.DELEGATION.value
-    return TREE_LABEL in labels and in_tree and (deleted or status.get("phase") in FREES_A_SLOT)
+    view = RunView(run)
+    labels = view.labels
+    in_tree = PARENT_RUN_LABEL in labels or bool(view.children) or \
+        view.waitpoint_kind == WaitpointKind.DELEGATION.value
+    return TREE_LABEL in labels and in_tree and (deleted or view.phase in FREES_A_SLOT)
 
 
 def _bound(memo: Any) -> int:
@@ -78,22 +79,20 @@ async def resync_session(rt: Runtime, namespace: str, name: str) -> None:
 
 
 @kopf.on.event(GROUP, VERSION, "agentinputs")
-async def input_changed(body: kopf.Body, spec: kopf.Spec, namespace: str, type: str | None, memo: Any,
-                        **_: Any) -> None:
+async def input_changed(body: kopf.Body, namespace: str, type: str | None, memo: Any, **_: Any) -> None:
     memo.runtime.cache.see_input(dict(body), deleted=type == "DELETED")
     if await release_orphan(memo.runtime.kube, dict(body)):
         return
-    session = (spec.get("sessionRef") or {}).get("name")
+    session = InputView(body).session_name
     if session:
         await reconcile_session(memo.runtime.kube, namespace, session, _bound(memo))
 
 
 @kopf.on.event(GROUP, VERSION, "agentruns")
-async def run_changed(body: kopf.Body, spec: kopf.Spec, namespace: str, type: str | None, memo: Any,
-                      **_: Any) -> None:
+async def run_changed(body: kopf.Body, namespace: str, type: str | None, memo: Any, **_: Any) -> None:
     memo.runtime.cache.see_run(dict(body), deleted=type == "DELETED")
     await phases.observe(memo.runtime.kube, dict(body), deleted=type == "DELETED", listed=type is None)
-    session = (spec.get("sessionRef") or {}).get("name")
+    session = RunView(body).session_name
     if session:
         await reconcile_session(memo.runtime.kube, namespace, session, _bound(memo))
     if _may_free_a_slot(dict(body), deleted=type == "DELETED"):

@@ -26,7 +26,7 @@ import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sessionops.platform.timestamps import parse  # noqa: E402
+from sessionops.api.timestamps import parse  # noqa: E402
 from tests import pgserver  # noqa: E402
 from tests.e2e import manifests as m  # noqa: E402
 from tests.stack import running_stack  # noqa: E402

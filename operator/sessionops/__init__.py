@@ -10,9 +10,10 @@ The packages are layers; each imports only the layers below it (``lint-imports``
 3. ``delegation``: the delegation tree, which several controllers act on;
 4. ``agent`` (the LangGraph agent of a turn) and ``policy`` (pure rules shared by admission,
    execution and the worker);
-5. ``views``: typed read views of the objects the controllers decide on;
-6. ``platform``: Kubernetes and PostgreSQL adapters, cache, locks, time, logs, metrics, settings;
-7. ``api`` (the API types, source of the CRDs) and ``toolbox`` (the tools process, standard
+5. ``platform``: Kubernetes and PostgreSQL adapters, the watch-fed cache, locks, logs, metrics,
+   settings;
+6. ``views``: typed read views of runs, sessions, inputs and Jobs (every reader above uses them);
+7. ``api`` (the API types, source of the CRDs; names, labels and timestamps) and ``toolbox`` (the tools process, standard
    library only).
 """
 

@@ -18,6 +18,8 @@ import datetime
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from sessionops.api.timestamps import iso
+
 TRUE, FALSE, UNKNOWN = "True", "False", "Unknown"
 MESSAGE_MAX = 1024
 """Messages are bounded: conditions are read at a glance, and the object stays small."""
@@ -25,7 +27,7 @@ _TRUNCATED = " [...]"
 
 
 def now_iso(now: datetime.datetime) -> str:
-    return now.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return iso(now.astimezone(datetime.UTC))
 
 
 def condition(type_: str, status: bool | str, reason: str, message: str = "") -> dict[str, Any]:

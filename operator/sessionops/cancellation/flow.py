@@ -11,7 +11,7 @@ from typing import Any
 from sessionops.api import conditions
 from sessionops.api.run import TERMINAL_PHASES, RunPhase
 from sessionops.api.run_conditions import CLEANUP_FAILED, with_phase
-from sessionops.platform.timestamps import iso
+from sessionops.api.timestamps import iso
 from sessionops.views import RunView
 
 CANCELLED_OUTCOME = "Cancelled"

@@ -13,6 +13,7 @@ from sessionops import GROUP, VERSION
 from sessionops.api.names import RUN_LABEL, SESSION_LABEL, lease_name, owner_reference
 from sessionops.api.run import RunPhase
 from sessionops.api.snapshot import ContextSnapshot
+from sessionops.api.timestamps import parse
 from sessionops.api.transcript import chunk_name
 from sessionops.cancellation import flow
 from sessionops.cancellation.checkpoint_graph import checkpoint_graph
@@ -22,7 +23,6 @@ from sessionops.delegation import reconcile as delegation
 from sessionops.platform import checkpoints, metrics
 from sessionops.platform.kube import Kube
 from sessionops.platform.locks import lock
-from sessionops.platform.timestamps import parse
 from sessionops.views import JobView, RunView
 
 logger = logging.getLogger(__name__)

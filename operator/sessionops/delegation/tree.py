@@ -16,7 +16,7 @@ from typing import Any
 
 from sessionops.api.input import InputPhase
 from sessionops.api.run import TERMINAL_PHASES, ChildStatus, RunPhase, WaitpointKind
-from sessionops.platform.timestamps import parse
+from sessionops.api.timestamps import parse
 from sessionops.views import InputView, RunView, SessionView
 
 QUEUED = "Queued"

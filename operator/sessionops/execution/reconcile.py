@@ -14,6 +14,7 @@ from sessionops.api.config import OperatorConfig
 from sessionops.api.names import SESSION_LABEL
 from sessionops.api.run import RunPhase, SegmentKind, WaitpointKind
 from sessionops.api.run_conditions import with_phase
+from sessionops.api.timestamps import iso
 from sessionops.delegation import reconcile as delegation
 from sessionops.delegation import tree
 from sessionops.delegation.names import TREE_LABEL
@@ -21,7 +22,6 @@ from sessionops.execution import authorship, jobs, segments
 from sessionops.execution.credentials import CredentialError, NamespaceCredentials
 from sessionops.platform.kube import Conflict, Invalid, Kube
 from sessionops.platform.locks import coalesced
-from sessionops.platform.timestamps import iso
 from sessionops.views import JobView, RunView
 
 logger = logging.getLogger(__name__)

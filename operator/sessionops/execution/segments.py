@@ -12,7 +12,7 @@ from sessionops.api import conditions
 from sessionops.api.input import InputKind
 from sessionops.api.run import TERMINAL_PHASES, RunPhase, SegmentKind, WaitpointKind
 from sessionops.api.run_conditions import READY, with_phase
-from sessionops.platform.timestamps import iso
+from sessionops.api.timestamps import iso
 from sessionops.views import InputView, JobView, RunView
 
 # Outcomes of a segment (status.segments[].outcome).

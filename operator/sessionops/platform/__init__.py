@@ -6,9 +6,10 @@
 - ``checkpoints`` and ``checkpoint_scope``: PostgreSQL (the LangGraph saver, per-namespace
   schemas and roles).
 - ``cache``: what the watches delivered, for scans that must not reread the API server.
-- ``locks``, ``timestamps``, ``logs``, ``metrics``, ``certificates``, ``webhook``: process plumbing.
+- ``locks``, ``logs``, ``metrics``, ``certificates``, ``webhook``: process plumbing;
+  ``errors``: what the API server's answers mean.
 - ``settings`` (environment) and ``configuration`` (the operator ConfigMap).
 
 Nothing here decides what to do with a session, an input or a run: it imports only the API
-types (``sessionops.api``), never a controller.
+types (``sessionops.api``) and reads objects through ``sessionops.views``, never a controller.
 """

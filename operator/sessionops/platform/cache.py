@@ -12,17 +12,18 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from sessionops.api.input import InputKind, InputPhase
+from sessionops.api.input import InputKind
 from sessionops.api.names import INPUT_FINALIZER, SESSION_FINALIZER
-from sessionops.api.run import TERMINAL_PHASES
+from sessionops.api.session import SessionPhase
+from sessionops.views import InputView, RunView, SessionView
 
 Key = tuple[str, str]
 """(namespace, name)."""
 
 
 def _key(obj: dict[str, Any]) -> Key:
-    meta = obj.get("metadata") or {}
-    return meta.get("namespace", ""), meta.get("name", "")
+    view = RunView(obj)  # any object: the metadata fields are every view's
+    return view.namespace, view.name
 
 
 @dataclasses.dataclass(slots=True)
@@ -53,16 +54,14 @@ class Cache:
         if deleted:
             self.sessions.pop(key, None)
             return
-        meta, status = obj.get("metadata") or {}, obj.get("status") or {}
-        queue = status.get("queue") or {}
-        pending = int(queue.get("pending") or 0)
+        session = SessionView(obj)
+        pending = int(session.queue_pending or 0)
         self.sessions[key] = SessionFacts(
-            reconciled=bool(status.get("phase")),
-            deleting_with_finalizer=bool(meta.get("deletionTimestamp"))
-            and SESSION_FINALIZER in (meta.get("finalizers") or []),
+            reconciled=bool(session.phase),
+            deleting_with_finalizer=session.deleting and SESSION_FINALIZER in session.finalizers,
             # Held back by its tree's bound: the wake-up is another object's event, so a missed
             # one is repaired here too (held-back sessions are few: at most the tree's waiting ones).
-            idle_with_queue=status.get("phase") == "Idle" and pending > 0 and not queue.get("paused"),
+            idle_with_queue=session.phase == SessionPhase.IDLE.value and pending > 0 and not session.paused,
             pending=pending)
 
     def see_input(self, obj: dict[str, Any], *, deleted: bool = False) -> None:
@@ -70,23 +69,21 @@ class Cache:
         if deleted:
             self.inputs.pop(key, None)
             return
-        meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
-        deleting = bool(meta.get("deletionTimestamp"))
-        pending = not deleting and ((obj.get("status") or {}).get("phase") or InputPhase.PENDING.value) \
-            == InputPhase.PENDING.value
-        kind = spec.get("kind") or InputKind.MESSAGE.value
+        received = InputView(obj)
+        pending, kind = received.pending, received.kind
         self.inputs[key] = InputFacts(
-            session=(spec.get("sessionRef") or {}).get("name", ""),
+            session=received.session_name,
             pending_message=pending and kind == InputKind.MESSAGE.value,
             open_continue=pending and kind == InputKind.CONTINUE.value,
-            releasable=deleting and INPUT_FINALIZER in (meta.get("finalizers") or []))
+            releasable=received.deleting and INPUT_FINALIZER in received.finalizers)
 
     def see_run(self, obj: dict[str, Any], *, deleted: bool = False) -> None:
         key = _key(obj)
-        if deleted or (obj.get("status") or {}).get("phase") in TERMINAL_PHASES:
+        run = RunView(obj)
+        if deleted or run.terminal:
             self.unfinished_runs.pop(key, None)
         else:
-            self.unfinished_runs[key] = bool((obj.get("spec") or {}).get("cancel"))
+            self.unfinished_runs[key] = bool(run.cancel_requested)
 
     def sessions_out_of_step(self) -> list[Key]:
         """Sessions whose last written status disagrees with their inputs as watched, that

@@ -20,9 +20,9 @@ from kubernetes.client.exceptions import ApiException
 from sessionops import GROUP, VERSION
 from sessionops.api.input import InputPhase
 from sessionops.api.names import RUN_LABEL, SESSION_LABEL
-from sessionops.api.run import RunPhase
 from sessionops.platform.errors import Conflict, status_message
 from sessionops.platform.kube import load_api_client
+from sessionops.views import InputView, RunView
 
 logger = logging.getLogger(__name__)
 
@@ -35,19 +35,14 @@ LEASES = "/apis/coordination.k8s.io/v1"
 REQUEST_TIMEOUT = (5.0, 30.0)
 """(connect, read) seconds per API call: a hung API server becomes an error, not a hang."""
 
-OWNED_BY_CANCELLATION = frozenset({RunPhase.CANCELLING.value, RunPhase.CANCELLED.value})
-FINAL = frozenset({RunPhase.SUCCEEDED.value, RunPhase.FAILED.value, *OWNED_BY_CANCELLATION})
-
-
 def cancelled(run: dict[str, Any]) -> bool:
     """True once the cancellation controller owns the run: the worker must not write it."""
-    phase = (run.get("status") or {}).get("phase")
-    return bool((run.get("spec") or {}).get("cancel")) or phase in OWNED_BY_CANCELLATION
+    return RunView(run).owned_by_cancellation
 
 
 def writable(run: dict[str, Any]) -> bool:
     """A run the worker may still write: not cancelled and without a final verdict."""
-    return not cancelled(run) and (run.get("status") or {}).get("phase") not in FINAL
+    return RunView(run).writable_by_worker
 
 
 class WorkerKube:
@@ -140,11 +135,10 @@ class WorkerKube:
         """Mark a pending input Consumed by ``run`` (CAS). False when someone else got it first.
         Safe to repeat: an input already consumed by this run counts as claimed."""
         for _ in range(CAS_ATTEMPTS):
-            status = inp.get("status") or {}
-            if status.get("phase") == InputPhase.CONSUMED.value and status.get("run") == run:
+            seen = InputView(inp)
+            if seen.phase == InputPhase.CONSUMED.value and seen.consumed_by == run:
                 return True
-            if (status.get("phase") or InputPhase.PENDING.value) != InputPhase.PENDING.value \
-                    or inp["metadata"].get("deletionTimestamp"):
+            if not seen.pending:
                 return False
             try:
                 self.patch_status("agentinputs", inp, {"phase": InputPhase.CONSUMED.value, "run": run})

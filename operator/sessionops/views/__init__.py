@@ -1,6 +1,7 @@
 """Typed read views of the objects the controllers decide on (pure, no I/O).
 
-A controller reads a status field through a view, never by walking the raw dict: a renamed
+A controller (and the watch-fed cache, and the worker's adapter) reads a status field through a
+view, never by walking the raw dict: a renamed
 field breaks here, in one place. Views are cheap wrappers over the watched dict (no copy, no
 validation), so reading one costs what the dict lookup costs.
 """

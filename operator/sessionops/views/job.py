@@ -6,7 +6,7 @@ import dataclasses
 import datetime
 from typing import Any
 
-from sessionops.platform.timestamps import parse
+from sessionops.api.timestamps import parse
 
 
 @dataclasses.dataclass(frozen=True)

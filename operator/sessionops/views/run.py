@@ -44,6 +44,18 @@ class RunView(View):
         return self.stored_phase or RunPhase.PENDING.value
 
     @property
+    def owned_by_cancellation(self) -> bool:
+        """Asked to cancel, Cancelling or Cancelled: the cancellation controller owns the run, so
+        the worker must not write it."""
+        return bool(self.cancel_requested) or self.phase in (RunPhase.CANCELLING.value, RunPhase.CANCELLED.value)
+
+    @property
+    def writable_by_worker(self) -> bool:
+        """Not owned by the cancellation controller and without a final verdict."""
+        return not self.owned_by_cancellation and self.phase not in (RunPhase.SUCCEEDED.value,
+                                                                     RunPhase.FAILED.value)
+
+    @property
     def terminal(self) -> bool:
         return self.phase in TERMINAL_PHASES
 

@@ -25,6 +25,7 @@ class SessionView(View):
     approval_mode: Field[str | None] = Field("status", "approvalMode", default=None)
     active_run: Field[str | None] = Field("status", "activeRun", default=None)
     paused: Field[bool] = Field("status", "queue", "paused", default=False)
+    queue_pending: Field[int] = Field("status", "queue", "pending", default=0)
     paused_reason: Field[str | None] = Field("status", "queue", "pausedReason", default=None)
     held_back: Field[str | None] = Field("status", "queue", "heldBack", default=None)
     stored_last_sequence: Field[int] = Field("status", "lastSequence", default=0)

@@ -1,4 +1,6 @@
-"""Kubernetes timestamps (RFC 3339, UTC, second precision): one place to write and read them."""
+"""Kubernetes timestamps (RFC 3339, UTC, second precision): one place to write and read them.
+A wire format of the API (what the API server writes in ``creationTimestamp`` and conditions),
+so it lives with the API types, below everything that reads or writes one."""
 
 from __future__ import annotations
 

@@ -41,6 +41,16 @@ CASES: dict[str, tuple[str, str]] = {
     # The checkpoint cleanup talking to Kubernetes while it rewrites a thread.
     "checkpoint-steps": ("cancellation/cleanup.py", "from sessionops.platform import kube"),
 }
+# The violations a review found the earlier contracts missed (issue 16), each with a contract that
+# now breaks on it: (module, import line, a contract that must report BROKEN).
+FOUND_IN_REVIEW = [
+    ("agent/tools.py", "import kubernetes", "agent"),
+    ("agent/tools.py", "import kopf", "agent"),
+    ("agent/tools.py", "from sessionops.platform import kube", "agent"),
+    ("cancellation/cleanup.py", "from sessionops.platform import kube", "checkpoint-steps"),
+    ("worker/plan.py", "import kubernetes", "decisions"),
+    ("admission/inputs.py", "from sessionops.scheduling import queue", "layers"),
+]
 ALSO = {"agent": {"checkpoint-steps"}}
 """Contracts a case breaks besides its own, because a module they guard imports the violator."""
 UPWARD = ("platform/locks.py", "from sessionops.manager import runtime")  # a lower layer importing a process
@@ -93,3 +103,9 @@ def test_a_violating_import_breaks_its_contract(contract: str, tmp_path: Path) -
 def test_a_lower_layer_importing_a_process_breaks_the_layers(tmp_path: Path) -> None:
     verdicts = _lint(tmp_path, *UPWARD)
     assert verdicts[_contracts()["layers"]] == "BROKEN"
+
+
+@pytest.mark.parametrize(("module", "line", "contract"), FOUND_IN_REVIEW,
+                         ids=[f"{line} in {module}" for module, line, _ in FOUND_IN_REVIEW])
+def test_what_the_review_found_is_caught(module: str, line: str, contract: str, tmp_path: Path) -> None:
+    assert _lint(tmp_path, module, line)[_contracts()[contract]] == "BROKEN"

@@ -10,8 +10,10 @@ import pytest
 from sessionops.api.input import AgentInput
 from sessionops.api.run import AgentRun
 from sessionops.api.session import AgentSession
+from sessionops.api.transcript import AgentTranscript
 from sessionops.views import InputView, RunView, SessionView
 from sessionops.views.fields import Field, View
+from sessionops.views.transcript import ChunkView, steps_in_order
 
 # The ObjectMeta fields a view may read: the models leave metadata to the API server.
 METADATA = {"name", "namespace", "uid", "generation", "resourceVersion", "labels", "annotations",
@@ -44,7 +46,7 @@ def missing_step(model: type, path: tuple[str, ...]) -> str | None:
 
 
 @pytest.mark.parametrize(("view", "model"), [(RunView, AgentRun), (SessionView, AgentSession),
-                                             (InputView, AgentInput)])
+                                             (InputView, AgentInput), (ChunkView, AgentTranscript)])
 def test_every_field_a_view_reads_exists_in_its_model(view: type[View], model: type) -> None:
     fields = view.fields()
     assert len(fields) > 5
@@ -106,3 +108,9 @@ def test_session_and_input_views() -> None:
     assert not InputView({"status": {"phase": "Consumed", "run": "s-t1"}}).pending
     assert not InputView({"metadata": {"deletionTimestamp": "x"}}).pending
     assert InputView({"status": {"phase": "Consumed", "run": "s-t1"}}).consumed_by == "s-t1"
+
+
+def test_transcript_steps_read_in_chunk_order() -> None:
+    chunks = [{"spec": {"index": 1, "steps": [{"n": 3}]}}, {"spec": {"index": 0, "steps": [{"n": 1}, {"n": 2}]}},
+              {"spec": {"index": 2}}]
+    assert [s["n"] for s in steps_in_order(chunks)] == [1, 2, 3]

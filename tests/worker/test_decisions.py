@@ -17,10 +17,10 @@ from sessionops.agent.limits import step_limit_message
 from sessionops.api.input import SubmittedBy
 from sessionops.api.run import RESULT_TEXT_MAX, Waitpoint
 from sessionops.api.snapshot import ContextSnapshot
+from sessionops.views.lease import Holder, LeaseView
 from sessionops.worker import outcome, plan
 from sessionops.worker.access import Access, agent_check, review_spec, skill_check, subjects_of, tool_check
 from sessionops.worker.env import EnvError, WorkerEnv
-from sessionops.worker.lease import Holder, LeaseView
 from sessionops.worker.segment import Segment
 from tests.agent.scripted import ScriptedChatModel
 

@@ -24,6 +24,8 @@ from sessionops.platform import checkpoints, metrics
 from sessionops.platform.kube import Kube
 from sessionops.platform.locks import lock
 from sessionops.views import JobView, RunView
+from sessionops.views.lease import LeaseView
+from sessionops.views.transcript import ChunkView, in_order, steps_in_order
 
 logger = logging.getLogger(__name__)
 
@@ -39,11 +41,9 @@ async def observe(kube: Kube, run: dict[str, Any]) -> flow.Execution:
     view = JobView.of(job)
     pods = await kube.running_pods(namespace, last["job"]) if last else 0
     lease = await kube.get_lease(namespace, lease_name(RunView(run).session_name))
-    spec = (lease or {}).get("spec") or {}
-    renew = parse(spec.get("renewTime") or spec.get("acquireTime"))
-    expires = renew + datetime.timedelta(seconds=spec.get("leaseDurationSeconds") or 0) if renew else None
+    held = LeaseView.of(lease or {})
     return flow.Execution(job_exists=view.exists, job_finished=view.finished, pods_running=pods,
-                          lease_holder=spec.get("holderIdentity") or None, lease_expires_at=expires)
+                          lease_holder=held.holder, lease_expires_at=held.expires_at)
 
 
 def clean_thread(dsn: str, snapshot: dict[str, Any], thread_id: str) -> CleanupReport:
@@ -118,15 +118,14 @@ async def record_cancelled(kube: Kube, run: dict[str, Any], closed: list[str], n
     if not closed:
         return 0
     namespace, name = run["metadata"]["namespace"], run["metadata"]["name"]
-    items = sorted(await kube.list(TRANSCRIPTS, namespace, f"{RUN_LABEL}={name}"),
-                   key=lambda c: int(c["spec"]["index"]))
+    items = in_order(await kube.list(TRANSCRIPTS, namespace, f"{RUN_LABEL}={name}"))
     last = RunView(run).last_segment
     at = now.astimezone(datetime.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-    new = cancelled_steps([s for c in items for s in c["spec"].get("steps") or []], set(closed),
+    new = cancelled_steps(steps_in_order(items), set(closed),
                           text=CANCEL_CONTENT, segment=last["name"] if last else None, at=at)
     if not new:
         return 0
-    stored = {int(c["spec"]["index"]): c for c in items}
+    stored = {ChunkView(c).index: c for c in items}
     for index, steps in chunk_writes(items, new):
         if index in stored:
             # A compare-and-swap on the chunk: no worker writes it any more (it was stopped first).

@@ -13,6 +13,7 @@ from collections.abc import Collection, Sequence
 from typing import Any
 
 from sessionops.api.transcript import StepKind, TranscriptStep, chunks
+from sessionops.views.transcript import ChunkView
 
 Step = dict[str, Any]
 CALL_KINDS = (StepKind.TOOL_CALL.value, StepKind.QUESTION.value)
@@ -44,7 +45,7 @@ def chunk_writes(items: Sequence[dict[str, Any]], new: Sequence[Step]) -> list[t
     """(index, steps) of every chunk that changes when ``new`` steps are appended to the
     stored chunks ``items``. The chunking is the worker's (deterministic), so a retry after
     a crash between two writes computes the same chunks and writes only what is missing."""
-    stored = {int(c["spec"]["index"]): list(c["spec"].get("steps") or []) for c in items}
+    stored = {(chunk := ChunkView(c)).index: list(chunk.steps) for c in items}
     published = [s for i in sorted(stored) for s in stored[i]]
     return [(index, steps) for index, steps in enumerate(chunks([*published, *new]))
             if stored.get(index) != steps]

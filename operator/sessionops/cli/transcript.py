@@ -15,6 +15,7 @@ from sessionops.api.names import RUN_LABEL, SESSION_LABEL
 from sessionops.cli.client import INPUTS, REQUEST_TIMEOUT, RUNS, SESSIONS, Kube
 from sessionops.cli.errors import EXIT_NOT_FOUND, EXIT_OK, EXIT_TIMEOUT, CliError
 from sessionops.views import InputView, RunView
+from sessionops.views.transcript import steps_in_order
 
 TRANSCRIPTS = "agenttranscripts"
 EXCERPT = 200
@@ -36,7 +37,7 @@ def runs_of(kube: Kube, ref: str) -> tuple[str | None, list[dict[str, Any]]]:
 
 
 def steps_of(chunks: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [s for c in sorted(chunks, key=lambda c: int(c["spec"]["index"])) for s in c["spec"].get("steps") or []]
+    return [dict(s) for s in steps_in_order(chunks)]
 
 
 def read(kube: Kube, run: dict[str, Any]) -> list[dict[str, Any]]:

@@ -22,9 +22,7 @@ workers racing for a free Lease cannot both win.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
-import enum
 import logging
 import threading
 import time
@@ -36,6 +34,7 @@ from urllib3.exceptions import HTTPError
 from sessionops.api.names import lease_name
 from sessionops.platform.errors import ApiException
 from sessionops.platform.worker_kube import Conflict, WorkerKube
+from sessionops.views.lease import Holder, LeaseView
 
 logger = logging.getLogger(__name__)
 
@@ -59,44 +58,6 @@ class LeaseUnavailable(Exception):
 
 class LeaseLost(Exception):
     """We held the Lease and no longer do: another worker may be writing the thread."""
-
-
-class Holder(enum.Enum):
-    FREE = "free"
-    OURS = "ours"
-    OTHER = "other"
-
-
-@dataclasses.dataclass(frozen=True)
-class LeaseView:
-    """What the acquire decision needs from a Lease (pure)."""
-
-    holder: str | None
-    renew_time: datetime.datetime | None
-    duration: int
-
-    @classmethod
-    def of(cls, lease: dict[str, Any]) -> LeaseView:
-        spec = lease.get("spec") or {}
-        renew = spec.get("renewTime") or spec.get("acquireTime")
-        return cls(holder=spec.get("holderIdentity") or None, renew_time=parse_time(renew) if renew else None,
-                   duration=int(spec.get("leaseDurationSeconds") or 0))
-
-    def expired(self, now: datetime.datetime) -> bool:
-        if self.renew_time is None:
-            return True
-        return self.renew_time + datetime.timedelta(seconds=self.duration) < now
-
-    def holder_state(self, me: str, now: datetime.datetime) -> Holder:
-        if self.holder is None or self.expired(now):
-            return Holder.FREE
-        return Holder.OURS if self.holder == me else Holder.OTHER
-
-
-def parse_time(value: str | datetime.datetime) -> datetime.datetime:
-    if isinstance(value, datetime.datetime):
-        return value if value.tzinfo else value.replace(tzinfo=datetime.UTC)
-    return datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
 
 
 def micro_time(t: datetime.datetime) -> str:

@@ -22,6 +22,7 @@ from sessionops.api.transcript import chunk_name, chunks
 from sessionops.platform.errors import ApiException
 from sessionops.platform.worker_kube import Conflict, WorkerKube
 from sessionops.views import RunView
+from sessionops.views.transcript import ChunkView, in_order
 from sessionops.worker import transcript
 
 logger = logging.getLogger("sessionops.worker")
@@ -52,11 +53,8 @@ class Publisher:
 
     def _load(self) -> None:
         """Start from what earlier segments (or an earlier try of this one) published."""
-        items = sorted(self.kube.list_transcripts(self.namespace, self.run["metadata"]["name"]),
-                       key=lambda c: int(c["spec"].get("index", 0)))
-        for chunk in items:
-            index = int(chunk["spec"]["index"])
-            steps = list(chunk["spec"].get("steps") or [])
+        for chunk in in_order(self.kube.list_transcripts(self.namespace, self.run["metadata"]["name"])):
+            index, steps = ChunkView(chunk).index, list(ChunkView(chunk).steps)
             self._written[index] = steps
             self._versions[index] = chunk["metadata"]["resourceVersion"]
             self._steps.extend(steps)

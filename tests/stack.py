@@ -38,6 +38,7 @@ import yaml
 import sessionops
 from sessionops.api.names import SESSION_LABEL
 from sessionops.platform import checkpoint_scope
+from testcluster.tools import Completed, run
 
 if TYPE_CHECKING:
     from testcluster.podrunner import PodRunner
@@ -110,25 +111,8 @@ def drop_database(name: str, admin: str | None = None) -> None:
             conn.execute(psycopg.sql.SQL("DROP ROLE IF EXISTS {}").format(psycopg.sql.Identifier(row[0])))
 
 
-@dataclasses.dataclass
-class Completed:
-    returncode: int
-    stdout: str
-    stderr: str
-
-
-async def run_cli(binary: str | Path, *args: str, input: str | None = None, check: bool = True,
-                  env: dict[str, str] | None = None, timeout: float = 120) -> Completed:
-    """Run a CLI without blocking the event loop (the test API server may run in this loop)."""
-    proc = await asyncio.create_subprocess_exec(
-        str(binary), *args, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE, env={**os.environ, **(env or {})})
-    out, err = await asyncio.wait_for(proc.communicate(input.encode() if input is not None else None), timeout)
-    result = Completed(proc.returncode or 0, out.decode(), err.decode())
-    if check and result.returncode != 0:
-        raise AssertionError(f"{Path(str(binary)).name} {' '.join(args)} failed ({result.returncode}):\n"
-                             f"{result.stdout}\n{result.stderr}")
-    return result
+run_cli = run
+"""Run a CLI without blocking the event loop (the test API server may run in this loop)."""
 
 
 def chart_values(replay_url: str, scenarios: list[str], namespaces: list[str],

@@ -40,33 +40,10 @@ def _name(obj: dict[str, Any]) -> str:
     return obj["metadata"]["name"]
 
 
-def _seq(obj: dict[str, Any]) -> int:
-    return InputView(obj).sequence
-
-
-def run_sequence(run: dict[str, Any]) -> int:
-    return RunView(run).sequence
-
-
-def claimed_at(run: dict[str, Any]) -> int:
-    """The last receipt sequence that existed when the run was claimed: only a Continue
-    received after that can answer the run's failure (an earlier one unpaused the queue
-    that then claimed this very run)."""
-    return RunView(run).claimed_at
-
-
-def is_pending(inp: dict[str, Any]) -> bool:
-    return InputView(inp).pending
-
-
 def queue_order(inp: dict[str, Any]) -> tuple[int, int]:
     """Steers first (one batch), then follow-ups FIFO by receipt sequence."""
     view = InputView(inp)
     return (0 if view.delivery == Delivery.STEER.value else 1, view.sequence)
-
-
-def _terminal(run: dict[str, Any]) -> bool:
-    return RunView(run).terminal
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,21 +56,23 @@ class Pause:
 
 def pause(runs: list[dict[str, Any]], inputs: list[dict[str, Any]]) -> Pause | None:
     """Paused after the latest finished turn failed or was cancelled, until a later Continue."""
-    active = [r for r in runs if not _terminal(r)]
-    if any(RunView(r).phase == RunPhase.CANCELLING.value for r in active):
+    views = [RunView(r) for r in runs]
+    if any(v.phase == RunPhase.CANCELLING.value for v in views if not v.terminal):
         return Pause("TurnCancelling", "a turn is being cancelled")
-    finished = sorted((r for r in runs if _terminal(r)), key=lambda r: (run_sequence(r), claimed_at(r)))
-    if not finished or RunView(finished[-1]).phase == RunPhase.SUCCEEDED.value:
+    finished = sorted((v for v in views if v.terminal), key=lambda v: (v.sequence, v.claimed_at))
+    if not finished or finished[-1].phase == RunPhase.SUCCEEDED.value:
         return None
     last = finished[-1]
+    # Only a Continue received after the run was claimed answers its failure: an earlier one
+    # unpaused the queue that then claimed this very run.
     continues = [i for i in map(InputView, inputs) if i.kind == InputKind.CONTINUE.value
-                 and i.sequence > claimed_at(last) and not i.deleting]
+                 and i.sequence > last.claimed_at and not i.deleting]
     if continues:
         return None
-    cancelled = RunView(last).phase == RunPhase.CANCELLED.value
+    cancelled = last.phase == RunPhase.CANCELLED.value
     verb = "was cancelled" if cancelled else "failed"
     return Pause("TurnCancelled" if cancelled else "TurnFailed",
-                 f'turn "{_name(last)}" {verb}: send a Continue input to resume the queue')
+                 f'turn "{last.name}" {verb}: send a Continue input to resume the queue')
 
 
 def decide(session: dict[str, Any], inputs: list[dict[str, Any]], runs: list[dict[str, Any]],
@@ -104,7 +83,7 @@ def decide(session: dict[str, Any], inputs: list[dict[str, Any]], runs: list[dic
     plan = Plan()
     name = _name(session)
     by_name = {_name(r): r for r in runs}
-    active = sorted((r for r in runs if not _terminal(r)), key=run_sequence)
+    active = sorted((r for r in runs if not RunView(r).terminal), key=lambda r: RunView(r).sequence)
 
     # Deleting inputs: a pending one leaves the queue; a consumed one keeps its record
     # until its run no longer needs it.
@@ -112,7 +91,7 @@ def decide(session: dict[str, Any], inputs: list[dict[str, Any]], runs: list[dic
         view = InputView(inp)
         if view.deleting and INPUT_FINALIZER in view.finalizers:
             owners = [r for r in runs if view.name in RunView(r).inputs]
-            if not any(not _terminal(r) for r in owners):
+            if not any(not RunView(r).terminal for r in owners):
                 plan.release.append(_name(inp))
 
     # Repair: inputs of an existing run that a crashed pass did not mark consumed.
@@ -127,10 +106,10 @@ def decide(session: dict[str, Any], inputs: list[dict[str, Any]], runs: list[dic
     if reason is None:
         # A Continue is consumed once the queue it unpaused moves on.
         for inp in inputs:
-            if InputView(inp).kind == InputKind.CONTINUE.value and is_pending(inp):
+            if InputView(inp).kind == InputKind.CONTINUE.value and InputView(inp).pending:
                 plan.consume[_name(inp)] = None
 
-    pending = sorted((i for i in inputs if is_pending(i) and _name(i) not in plan.consume
+    pending = sorted((i for i in inputs if InputView(i).pending and _name(i) not in plan.consume
                       and InputView(i).kind == InputKind.MESSAGE.value),
                      key=queue_order)
     waiting_for_room = not active and reason is None and bool(pending) and held_back is not None
@@ -146,9 +125,9 @@ def decide(session: dict[str, Any], inputs: list[dict[str, Any]], runs: list[dic
             for input_name in RunView(existing).inputs:
                 plan.consume.setdefault(input_name, new_name)
         else:
-            plan.create_run = NewRun(new_name, _seq(head), [_name(i) for i in batch],
+            plan.create_run = NewRun(new_name, InputView(head).sequence, [_name(i) for i in batch],
                                      InputView(head).context_snapshot or {},
-                                     claimed_at=max(_seq(i) for i in inputs))
+                                     claimed_at=max(InputView(i).sequence for i in inputs))
             for inp in batch:
                 plan.consume[_name(inp)] = new_name
     plan.status = project_status(session, active, plan, reason, pending)
@@ -156,7 +135,7 @@ def decide(session: dict[str, Any], inputs: list[dict[str, Any]], runs: list[dic
     # sequence some run was claimed at was forged (the CRD's rule forbids decreasing it). Put it back
     # ahead of every claimed turn; never lower it. A run exists only after receipt wrote its
     # sequence, so this is never a race with receipt. Safe to repeat: the value is absolute.
-    claimed = max((run_sequence(r) for r in runs), default=0)
+    claimed = max((RunView(r).sequence for r in runs), default=0)
     if claimed > SessionView(session).last_sequence:
         plan.status["lastSequence"] = claimed
     plan.status["queue"]["heldBack"] = held_back if waiting_for_room else None
@@ -169,7 +148,7 @@ def head_run_name(session: str, head: dict[str, Any], runs: dict[str, dict[str, 
     """The run for ``head``: named after its sequence, unless a run of other inputs already has that
     name (a sequence allocated twice after a forged ``lastSequence``); then a name made unique by the
     head's uid, still deterministic, so a repeated pass finds the run it created (issue 12)."""
-    name = run_name(session, _seq(head))
+    name = run_name(session, InputView(head).sequence)
     taken = runs.get(name)
     if taken is None or _name(head) in RunView(taken).inputs:
         return name

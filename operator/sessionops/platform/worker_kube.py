@@ -35,15 +35,6 @@ LEASES = "/apis/coordination.k8s.io/v1"
 REQUEST_TIMEOUT = (5.0, 30.0)
 """(connect, read) seconds per API call: a hung API server becomes an error, not a hang."""
 
-def cancelled(run: dict[str, Any]) -> bool:
-    """True once the cancellation controller owns the run: the worker must not write it."""
-    return RunView(run).owned_by_cancellation
-
-
-def writable(run: dict[str, Any]) -> bool:
-    """A run the worker may still write: not cancelled and without a final verdict."""
-    return RunView(run).writable_by_worker
-
 
 class WorkerKube:
     """Plain-dict requests through the official client's ``ApiClient`` (configuration,
@@ -120,7 +111,7 @@ class WorkerKube:
         """
         for _ in range(CAS_ATTEMPTS):
             run = self.get("agentruns", namespace, name)
-            if run is None or not writable(run):
+            if run is None or not RunView(run).writable_by_worker:
                 return None
             patch = change(run)
             if patch is None:

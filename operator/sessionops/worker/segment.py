@@ -53,7 +53,7 @@ from sessionops.api.run import RunPhase, SegmentKind, Usage, WaitpointKind
 from sessionops.api.snapshot import ContextSnapshot
 from sessionops.platform import checkpoints, logs
 from sessionops.platform.errors import ApiException
-from sessionops.platform.worker_kube import WorkerKube, writable
+from sessionops.platform.worker_kube import WorkerKube
 from sessionops.policy import egress
 from sessionops.toolbox.client import ToolboxClient, ToolboxUnavailable
 from sessionops.views import InputView, RunView
@@ -101,7 +101,7 @@ class Segment:
     def run(self) -> int:
         env = self.env
         run = self.kube.get("agentruns", env.namespace, env.run)
-        if run is None or not writable(run):
+        if run is None or not RunView(run).writable_by_worker:
             self.log("the run is gone, cancelled or finished: nothing to do")
             return EXIT_OK
         session_name = RunView(run).session_name
@@ -124,7 +124,7 @@ class Segment:
         env = self.env
         # Re-read under the Lease: the run may have been cancelled while we waited.
         run = self.kube.get("agentruns", env.namespace, env.run)
-        if run is None or not writable(run):
+        if run is None or not RunView(run).writable_by_worker:
             self.log("the run was cancelled or finished meanwhile: nothing to do")
             return EXIT_OK
         try:

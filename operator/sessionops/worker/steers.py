@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from sessionops.platform.worker_kube import WorkerKube, writable
+from sessionops.platform.worker_kube import WorkerKube
 from sessionops.views import RunView
 from sessionops.worker.plan import steer_candidates, steer_text
 
@@ -38,7 +38,7 @@ class SteerDelivery:
         if not candidates:
             return []
         run = self.kube.get("agentruns", self.namespace, self.run)
-        if run is None or not writable(run):
+        if run is None or not RunView(run).writable_by_worker:
             return []  # cancelled or ended: steers stay pending for the scheduler
         claimed = [inp for inp in candidates if self.kube.claim_input(inp, self.run)]
         if claimed:

@@ -48,10 +48,11 @@ def _bound(memo: Any) -> int:
 @kopf.on.event(GROUP, VERSION, "agentsessions")
 async def session_changed(body: kopf.Body, type: str | None, memo: Any, **_: Any) -> None:
     rt: Runtime = memo.runtime
-    rt.cache.see_session(dict(body), deleted=type == "DELETED")
-    await phases.observe(rt.kube, dict(body), deleted=type == "DELETED", listed=type is None)
+    session = dict(body)
+    rt.cache.see_session(session, deleted=type == "DELETED")
+    await phases.observe(rt.kube, session, deleted=type == "DELETED", listed=type is None)
     if type != "DELETED":
-        await settle_session(rt, dict(body))
+        await settle_session(rt, session)
 
 
 async def settle_session(rt: Runtime, session: dict[str, Any]) -> None:
@@ -80,22 +81,24 @@ async def resync_session(rt: Runtime, namespace: str, name: str) -> None:
 
 @kopf.on.event(GROUP, VERSION, "agentinputs")
 async def input_changed(body: kopf.Body, namespace: str, type: str | None, memo: Any, **_: Any) -> None:
-    memo.runtime.cache.see_input(dict(body), deleted=type == "DELETED")
-    if await release_orphan(memo.runtime.kube, dict(body)):
+    received = dict(body)
+    memo.runtime.cache.see_input(received, deleted=type == "DELETED")
+    if await release_orphan(memo.runtime.kube, received):
         return
-    session = InputView(body).session_name
+    session = InputView(received).session_name
     if session:
         await reconcile_session(memo.runtime.kube, namespace, session, _bound(memo))
 
 
 @kopf.on.event(GROUP, VERSION, "agentruns")
 async def run_changed(body: kopf.Body, namespace: str, type: str | None, memo: Any, **_: Any) -> None:
-    memo.runtime.cache.see_run(dict(body), deleted=type == "DELETED")
-    await phases.observe(memo.runtime.kube, dict(body), deleted=type == "DELETED", listed=type is None)
-    session = RunView(body).session_name
+    run = dict(body)
+    memo.runtime.cache.see_run(run, deleted=type == "DELETED")
+    await phases.observe(memo.runtime.kube, run, deleted=type == "DELETED", listed=type is None)
+    session = RunView(run).session_name
     if session:
         await reconcile_session(memo.runtime.kube, namespace, session, _bound(memo))
-    if _may_free_a_slot(dict(body), deleted=type == "DELETED"):
+    if _may_free_a_slot(run, deleted=type == "DELETED"):
         root = body.metadata.labels[TREE_LABEL]
         await wake_held_back(memo.runtime.kube, namespace, root, _bound(memo))
         await wake_held_runs(memo.runtime.kube, memo.runtime.config.current, namespace, root,

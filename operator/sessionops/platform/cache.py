@@ -16,13 +16,14 @@ from sessionops.api.input import InputKind
 from sessionops.api.names import INPUT_FINALIZER, SESSION_FINALIZER
 from sessionops.api.session import SessionPhase
 from sessionops.views import InputView, RunView, SessionView
+from sessionops.views.fields import View
 
 Key = tuple[str, str]
 """(namespace, name)."""
 
 
 def _key(obj: dict[str, Any]) -> Key:
-    view = RunView(obj)  # any object: the metadata fields are every view's
+    view = View(obj)  # the metadata every object has
     return view.namespace, view.name
 
 

@@ -11,7 +11,7 @@ from langchain_core.tools import ToolException
 
 from sessionops.api.snapshot import ContextSnapshot, SnapshotSource
 from sessionops.delegation.names import child_input_name, child_session_name
-from sessionops.platform.worker_kube import Conflict
+from sessionops.platform.errors import Conflict
 from sessionops.worker.delegation import Dispatcher
 
 SNAP = ContextSnapshot(system_prompt="p", model="replay/hello", approval_mode="Default",

@@ -12,7 +12,8 @@ from sessionops.admission.errors import CONFLICT, Rejection
 from sessionops.admission.inputs import Receipt, active_turn, decide_receipt
 from sessionops.api.config import OperatorConfig
 from sessionops.api.input import InputKind
-from sessionops.platform.kube import Conflict, Kube
+from sessionops.platform.errors import Conflict
+from sessionops.platform.kube import Kube
 from sessionops.platform.locks import lock
 from sessionops.views import SessionView
 

@@ -20,7 +20,8 @@ from sessionops.delegation import tree
 from sessionops.delegation.names import TREE_LABEL
 from sessionops.execution import authorship, jobs, segments
 from sessionops.execution.credentials import CredentialError, NamespaceCredentials
-from sessionops.platform.kube import Conflict, Invalid, Kube
+from sessionops.platform.errors import Conflict, Invalid
+from sessionops.platform.kube import Kube
 from sessionops.platform.locks import coalesced
 from sessionops.views import JobView, RunView
 

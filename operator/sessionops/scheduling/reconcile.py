@@ -24,8 +24,8 @@ from sessionops.api.timestamps import parse
 from sessionops.delegation import reconcile as delegation
 from sessionops.delegation.names import PARENT_RUN_LABEL, PARENT_SESSION_LABEL, TREE_LABEL, tree_root
 from sessionops.platform import metrics
-from sessionops.platform.errors import ApiException
-from sessionops.platform.kube import Conflict, Kube
+from sessionops.platform.errors import ApiException, Conflict
+from sessionops.platform.kube import Kube
 from sessionops.platform.locks import coalesced
 from sessionops.scheduling import queue
 from sessionops.views import InputView, SessionView

@@ -18,8 +18,8 @@ from langchain_core.tools import ToolException
 from sessionops.api.snapshot import ContextSnapshot
 from sessionops.delegation import tree
 from sessionops.delegation.names import PARENT_RUN_LABEL, child_input_name, child_session_name
-from sessionops.platform.errors import ApiException
-from sessionops.platform.worker_kube import Conflict, WorkerKube, status_message
+from sessionops.platform.errors import ApiException, Conflict, status_message
+from sessionops.platform.worker_kube import WorkerKube
 from sessionops.views import SessionView
 from sessionops.worker.access import Access, agent_check
 

@@ -32,8 +32,8 @@ from typing import Any
 from urllib3.exceptions import HTTPError
 
 from sessionops.api.names import lease_name
-from sessionops.platform.errors import ApiException
-from sessionops.platform.worker_kube import Conflict, WorkerKube
+from sessionops.platform.errors import ApiException, Conflict
+from sessionops.platform.worker_kube import WorkerKube
 from sessionops.views.lease import Holder, LeaseView
 
 logger = logging.getLogger(__name__)

@@ -19,8 +19,8 @@ from urllib3.exceptions import HTTPError
 from sessionops import GROUP, VERSION
 from sessionops.api.names import RUN_LABEL, SESSION_LABEL, owner_reference
 from sessionops.api.transcript import chunk_name, chunks
-from sessionops.platform.errors import ApiException
-from sessionops.platform.worker_kube import Conflict, WorkerKube
+from sessionops.platform.errors import ApiException, Conflict
+from sessionops.platform.worker_kube import WorkerKube
 from sessionops.views import RunView
 from sessionops.views.transcript import ChunkView, in_order
 from sessionops.worker import transcript

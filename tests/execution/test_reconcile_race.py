@@ -31,21 +31,25 @@ COMPLETE_JOB = {"metadata": {"name": "s-t1-1", "creationTimestamp": "2026-12-03T
 
 
 class RacingKube:
-    """Answers run reads from a script (the worker's verdict lands between the first two reads)."""
+    """The store holds the run as the watch last delivered it (``runs[0]``); a fresh read
+    returns it as the API server has it now (``runs[-1]``: the worker's verdict landed)."""
 
     def __init__(self, runs: list[dict[str, Any]], job: dict[str, Any]) -> None:
         self.runs, self.job = runs, job
         self.patches: list[dict[str, Any]] = []
         self.created: list[dict[str, Any]] = []
 
+    async def cached_get(self, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
+        if plural == "jobs":
+            return copy.deepcopy(self.job)
+        assert plural == "agentruns", plural
+        return copy.deepcopy(self.runs[0])
+
     async def get(self, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
         assert plural == "agentruns", plural
-        return copy.deepcopy(self.runs.pop(0) if len(self.runs) > 1 else self.runs[0])
+        return copy.deepcopy(self.runs[-1])
 
-    async def get_job(self, namespace: str, name: str) -> dict[str, Any] | None:
-        return copy.deepcopy(self.job)
-
-    async def list(self, plural: str, namespace: str, label_selector: str = "") -> list[dict[str, Any]]:
+    async def cached_list(self, plural: str, namespace: str, label_selector: str = "") -> list[dict[str, Any]]:
         return []
 
     async def patch_status(self, plural: str, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -53,9 +57,6 @@ class RacingKube:
         stored = copy.deepcopy(self.runs[0])
         stored["status"].update(body["status"])
         return stored
-
-    async def job_pods(self, namespace: str, job: str) -> list[dict[str, Any]]:
-        return []
 
     async def create_job(self, namespace: str, body: dict[str, Any]) -> None:
         self.created.append(body)

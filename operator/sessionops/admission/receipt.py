@@ -29,16 +29,26 @@ class Allocated:
     session: dict[str, Any]
 
 
-async def read_state(kube: Kube, namespace: str, spec: dict[str, Any]) -> tuple[dict | None, dict | None, dict | None]:
+async def read_state(kube: Kube, namespace: str, spec: dict[str, Any], *,
+                     fresh: bool = False) -> tuple[dict | None, dict | None, dict | None]:
+    """The session from memory first: the allocation's compare-and-swap proves it current (a
+    lost swap reads again with ``fresh``). A miss is confirmed fresh: right after a start the
+    store may still be filling, and a missing session or active run changes the verdict."""
     session_name = (spec.get("sessionRef") or {}).get("name", "")
-    session = await kube.get("agentsessions", namespace, session_name)
+    session = None if fresh else await kube.cached_get("agentsessions", namespace, session_name)
+    if session is None:
+        session = await kube.get("agentsessions", namespace, session_name)
     active_name = SessionView(session).active_run if session else None
     resume_name = spec.get("run") if spec.get("kind") == InputKind.RESUME.value else None
-    active = await kube.get("agentruns", namespace, active_name) if active_name else None
-    if resume_name and resume_name == active_name:
-        resume = active
+    # Fresh: an answer is checked against the waitpoint it answers, which the worker has just
+    # written; a lagging watch would refuse a correct answer (Resume inputs are few).
+    resume = await kube.get("agentruns", namespace, resume_name) if resume_name else None
+    if resume is not None and resume_name == active_name:
+        active = resume
     else:
-        resume = await kube.get("agentruns", namespace, resume_name) if resume_name else None
+        active = await kube.cached_get("agentruns", namespace, active_name) if active_name and not fresh else None
+        if active_name and active is None:
+            active = await kube.get("agentruns", namespace, active_name)
     return session, (active_turn(session, active) if session else None), resume
 
 
@@ -60,8 +70,8 @@ async def receive(kube: Kube, config: OperatorConfig, namespace: str, spec: dict
 
 async def _allocate(kube: Kube, config: OperatorConfig, namespace: str, spec: dict[str, Any], session_name: str,
                     *, dry_run: bool) -> Allocated:
-    for _ in range(MAX_ATTEMPTS):
-        session, active, resume_run = await read_state(kube, namespace, spec)
+    for attempt in range(MAX_ATTEMPTS):
+        session, active, resume_run = await read_state(kube, namespace, spec, fresh=attempt > 0)
         receipt = decide_receipt(spec, session, session_name=session_name, active_run=active,
                                  resume_run=resume_run, config=config)
         assert session is not None  # decide_receipt rejects a missing session

@@ -37,8 +37,10 @@ STEP_RECORD = "RecordCancelledCalls"
 async def observe(kube: Kube, run: dict[str, Any]) -> flow.Execution:
     namespace = run["metadata"]["namespace"]
     last = RunView(run).last_segment
-    job = await kube.get_job(namespace, last["job"]) if last else None
+    job = await kube.cached_get("jobs", namespace, last["job"]) if last else None
     view = JobView.of(job)
+    # Fresh: the checkpoint is cleaned only once no writer is left, so whether a pod still runs
+    # and who holds the Lease are read as they are now, not as last watched.
     pods = await kube.running_pods(namespace, last["job"]) if last else 0
     lease = await kube.get_lease(namespace, lease_name(RunView(run).session_name))
     held = LeaseView.of(lease or {})
@@ -61,6 +63,8 @@ async def reconcile_cancel(kube: Kube, dsn: str, namespace: str, name: str,
 
 async def _reconcile(kube: Kube, dsn: str, namespace: str, name: str,
                      now: datetime.datetime | None) -> flow.CancelPlan | None:
+    # Fresh: the flow's status writes are absolute, not compare-and-swap, so they must start
+    # from the run as it is (a cancellation is rare: one read per pass costs nothing at scale).
     run = await kube.get("agentruns", namespace, name)
     if run is None:
         return None
@@ -80,7 +84,7 @@ async def _reconcile(kube: Kube, dsn: str, namespace: str, name: str,
     if not plan.run_cleanup:
         return plan
     view = RunView(run)
-    session = await kube.get("agentsessions", namespace, view.session_name)
+    session = await kube.cached_get("agentsessions", namespace, view.session_name)  # its uid never changes
     thread_id = (session or {}).get("metadata", {}).get("uid")
     done = list(view.completed_steps)
     if thread_id:  # a deleted session took its thread with it: nothing left to clean
@@ -118,6 +122,7 @@ async def record_cancelled(kube: Kube, run: dict[str, Any], closed: list[str], n
     if not closed:
         return 0
     namespace, name = run["metadata"]["namespace"], run["metadata"]["name"]
+    # Fresh (transcripts are not watched): the worker may have written chunks until it stopped.
     items = in_order(await kube.list(TRANSCRIPTS, namespace, f"{RUN_LABEL}={name}"))
     last = RunView(run).last_segment
     at = now.astimezone(datetime.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")

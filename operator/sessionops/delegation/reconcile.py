@@ -24,9 +24,9 @@ logger = logging.getLogger(__name__)
 
 async def _children(kube: Kube, namespace: str, run: str) -> tuple[list[dict], list[dict], list[dict]]:
     selector = f"{PARENT_RUN_LABEL}={run}"
-    sessions, inputs, runs = await asyncio.gather(kube.list("agentsessions", namespace, selector),
-                                                  kube.list("agentinputs", namespace, selector),
-                                                  kube.list("agentruns", namespace, selector))
+    sessions, inputs, runs = await asyncio.gather(kube.cached_list("agentsessions", namespace, selector),
+                                                  kube.cached_list("agentinputs", namespace, selector),
+                                                  kube.cached_list("agentruns", namespace, selector))
     return sessions, inputs, runs
 
 
@@ -54,7 +54,8 @@ async def tree_slot(kube: Kube, namespace: str, root: str, bound: int) -> AsyncI
     (None: the tree has room). Counting and starting must not interleave with a sibling's,
     or two could both take the last slot."""
     async with lock("tree", namespace, root):
-        running = tree.running_turns(await kube.list("agentruns", namespace, f"{TREE_LABEL}={root}"))
+        # From memory: a sibling's claim made under this lock is in the store (its create response).
+        running = tree.running_turns(await kube.cached_list("agentruns", namespace, f"{TREE_LABEL}={root}"))
         yield tree.held_back(root, running, bound)
 
 

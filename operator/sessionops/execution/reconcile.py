@@ -30,7 +30,7 @@ logger = logging.getLogger(__name__)
 
 async def source_agent(kube: Kube, namespace: str, run: dict[str, Any]) -> dict[str, Any] | None:
     source = RunView(run).source_agent
-    return await kube.get("agents", namespace, source) if source else None
+    return await kube.cached_get("agents", namespace, source) if source else None
 
 
 def worker_settings(agent: dict[str, Any] | None) -> WorkerSettings | None:
@@ -51,20 +51,21 @@ async def reconcile_run(kube: Kube, config: OperatorConfig, namespace: str, name
 async def _reconcile(kube: Kube, config: OperatorConfig, namespace: str, name: str,
                      now: datetime.datetime | None,
                      credentials: NamespaceCredentials | None = None) -> segments.RunPlan | None:
-    run = await kube.get("agentruns", namespace, name)
+    run = await kube.cached_get("agentruns", namespace, name)
     if run is None or run["metadata"].get("deletionTimestamp"):
         return None
     last = RunView(run).last_segment
-    job = await kube.get_job(namespace, last["job"]) if last else None
+    job = await kube.cached_get("jobs", namespace, last["job"]) if last else None
     if JobView.of(job).finished:
         # The run was read before the Job: a worker that wrote its verdict and exited between the
         # two reads would look Lost and be retried. Its write happened before its exit, which
-        # happened before the Job finished, so a run read now includes it.
+        # happened before the Job finished, so a run read now includes it: a fresh read (the
+        # run's watch may lag the Job's), once per finished segment.
         run = await kube.get("agentruns", namespace, name)
         if run is None or run["metadata"].get("deletionTimestamp"):
             return None
     session = RunView(run).session_name
-    inputs = await kube.list("agentinputs", namespace, f"{SESSION_LABEL}={session}")
+    inputs = await kube.cached_list("agentinputs", namespace, f"{SESSION_LABEL}={session}")
     now = now or datetime.datetime.now(datetime.UTC)
     plan = segments.decide(run, job, segments.pending_resumes(inputs, name), now=now,
                            max_retries=config.worker.max_retries,
@@ -87,7 +88,7 @@ async def _pod_trouble(kube: Kube, namespace: str, last: dict[str, Any] | None,
     view = JobView.of(job)
     if view.started or view.finished:
         return None
-    pods = await kube.job_pods(namespace, last["job"])
+    pods = await kube.cached_list("pods", namespace, f"job-name={last['job']}")
     creating = [p["metadata"]["name"] for p in pods for cs in (p.get("status") or {}).get("containerStatuses") or []
                 if ((cs.get("state") or {}).get("waiting") or {}).get("reason") == "ContainerCreating"]
     events = [e for pod in dict.fromkeys(creating) for e in await kube.failed_mounts(namespace, pod)]
@@ -113,7 +114,7 @@ async def _resume_within_bound(kube: Kube, config: OperatorConfig, run: dict[str
 async def wake_held_runs(kube: Kube, config: OperatorConfig, namespace: str, root: str, *,
                          credentials: NamespaceCredentials | None = None) -> None:
     """A slot of the tree is free: resumes held back by its bound may start (ordinary passes)."""
-    for run in await kube.list("agentruns", namespace, f"{TREE_LABEL}={root}"):
+    for run in await kube.cached_list("agentruns", namespace, f"{TREE_LABEL}={root}"):
         if RunView(run).held_back:
             await reconcile_run(kube, config, namespace, run["metadata"]["name"], credentials=credentials)
 

@@ -7,13 +7,15 @@ the webhook server, storages, the database schema and shared state.
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
 import random
 from typing import Any
 
 import kopf
 
-from sessionops.api.names import RUN_LABEL
+from sessionops.api.names import RUN_LABEL, SESSION_LABEL
+from sessionops.delegation.names import PARENT_RUN_LABEL, TREE_LABEL
 from sessionops.manager import scans
 from sessionops.manager.config_watch import ConfigWatcher
 from sessionops.manager.runtime import Runtime
@@ -21,6 +23,7 @@ from sessionops.platform import checkpoint_scope, logs, metrics
 from sessionops.platform.configuration import ConfigStore
 from sessionops.platform.kube import Kube, load_api_client
 from sessionops.platform.settings import Settings
+from sessionops.platform.store import Store
 from sessionops.platform.webhook import WebhookServer
 from sessionops.readiness.reconcile import reconcile_namespace
 
@@ -53,8 +56,20 @@ def configure_kopf(kopf_settings: kopf.OperatorSettings, settings: Settings) -> 
     kopf_settings.admission.managed = None
 
 
+def decision_store() -> Store:
+    """What the reconciles read from memory, with the label selectors they list by."""
+    store = Store()
+    store.track("agentsessions", (TREE_LABEL, PARENT_RUN_LABEL))
+    store.track("agentinputs", (SESSION_LABEL, PARENT_RUN_LABEL))
+    store.track("agentruns", (SESSION_LABEL, TREE_LABEL, PARENT_RUN_LABEL))
+    store.track("agents")
+    store.track("jobs")
+    store.track("pods", ("job-name",))
+    return store
+
+
 async def build_runtime(settings: Settings) -> tuple[Runtime, ConfigWatcher]:
-    rt = Runtime(settings=settings, kube=Kube(load_api_client()), config=ConfigStore())
+    rt = Runtime(settings=settings, kube=Kube(load_api_client(), store=decision_store()), config=ConfigStore())
     # A new configuration may add or drop the model or a Secret an Agent relies on.
     watcher = ConfigWatcher(rt, on_change=lambda: reconcile_namespace(rt.kube, rt.config.current))
     await watcher.refresh()
@@ -104,6 +119,9 @@ async def resync_session(rt: Runtime, namespace: str, name: str) -> None:
 
 
 def register_handlers() -> None:
+    # First: kopf runs a kind's event handlers in registration order, and the store must drop a
+    # deleted object before the reconciles its event triggers read (handlers/store.py).
+    importlib.import_module("sessionops.manager.handlers.store")
     import sessionops.manager.handlers.admission  # noqa: F401
     import sessionops.manager.handlers.agents  # noqa: F401
     import sessionops.manager.handlers.cancellation  # noqa: F401

@@ -11,6 +11,7 @@ import concurrent.futures
 import contextlib
 import datetime
 import functools
+import json
 import os
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -20,6 +21,7 @@ from kubernetes.client.exceptions import ApiException
 
 from sessionops import GROUP, VERSION
 from sessionops.platform.errors import Conflict, Invalid, status_message
+from sessionops.platform.store import Store
 
 T = TypeVar("T")
 
@@ -50,8 +52,11 @@ async def _or_none(call: Awaitable[T]) -> T | None:
 class Kube:
     """Async facade over the synchronous official client."""
 
-    def __init__(self, api_client: kubernetes.client.ApiClient, workers: int = 32) -> None:
+    def __init__(self, api_client: kubernetes.client.ApiClient, workers: int = 32,
+                 store: Store | None = None) -> None:
         self.api_client = api_client
+        self.store = store
+        """Watch-fed copies (``cached_get``/``cached_list``); None: every read goes to the API server."""
         self.custom = kubernetes.client.CustomObjectsApi(api_client)
         self.core = kubernetes.client.CoreV1Api(api_client)
         self.batch = kubernetes.client.BatchV1Api(api_client)
@@ -67,10 +72,32 @@ class Kube:
         self._pool.shutdown(wait=False, cancel_futures=True)
         self.api_client.close()
 
-    # Custom resources of our group.
+    def _keep(self, plural: str, obj: dict[str, Any] | None) -> dict[str, Any] | None:
+        """A read or write response is the newest version we know: the store takes it."""
+        if obj is not None and self.store is not None:
+            self.store.see(plural, obj)
+        return obj
+
+    # Reads from memory: what the reconciles decide on (``platform.store``). The objects are
+    # shared: read them, never change them. Kinds the store does not keep are read fresh.
+    async def cached_get(self, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
+        if self.store is not None and self.store.tracks(plural):
+            return self.store.get(plural, namespace, name)
+        if plural == "jobs":
+            return await self.get_job(namespace, name)
+        return await self.get(plural, namespace, name)
+
+    async def cached_list(self, plural: str, namespace: str, label_selector: str) -> list[dict[str, Any]]:
+        if self.store is not None and self.store.answers(plural, label_selector):
+            return self.store.list(plural, namespace, label_selector)
+        if plural == "pods":
+            return await self.pods(namespace, label_selector)
+        return await self.list(plural, namespace, label_selector)
+
+    # Custom resources of our group: fresh reads (each caller says why it needs one).
     async def get(self, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
-        return await _or_none(self.call(self.custom.get_namespaced_custom_object, GROUP, VERSION, namespace,
-                                        plural, name))
+        return self._keep(plural, await _or_none(self.call(self.custom.get_namespaced_custom_object, GROUP,
+                                                           VERSION, namespace, plural, name)))
 
     async def list(self, plural: str, namespace: str, label_selector: str = "") -> list[dict[str, Any]]:
         result = await self.call(self.custom.list_namespaced_custom_object, GROUP, VERSION, namespace, plural,
@@ -79,8 +106,8 @@ class Kube:
 
     async def create(self, plural: str, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
         try:
-            return await self.call(self.custom.create_namespaced_custom_object, GROUP, VERSION, namespace, plural,
-                                   body)
+            return self._keep(plural, await self.call(self.custom.create_namespaced_custom_object, GROUP,  # type: ignore[return-value]
+                                                      VERSION, namespace, plural, body))
         except ApiException as e:
             if e.status == 409:
                 raise Conflict(str(e.reason)) from e
@@ -89,16 +116,16 @@ class Kube:
     async def patch_status(self, plural: str, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
         """Merge-patch the status; a ``metadata.resourceVersion`` in body makes it a compare-and-swap."""
         try:
-            return await self.call(self.custom.patch_namespaced_custom_object_status, GROUP, VERSION, namespace,
-                                   plural, name, body)
+            return self._keep(plural, await self.call(self.custom.patch_namespaced_custom_object_status,  # type: ignore[return-value]
+                                                      GROUP, VERSION, namespace, plural, name, body))
         except ApiException as e:
             if e.status == 409:
                 raise Conflict(str(e.reason)) from e
             raise
 
     async def patch(self, plural: str, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
-        return await self.call(self.custom.patch_namespaced_custom_object, GROUP, VERSION, namespace, plural,
-                               name, body)
+        return self._keep(plural, await self.call(self.custom.patch_namespaced_custom_object, GROUP, VERSION,  # type: ignore[return-value]
+                                                  namespace, plural, name, body))
 
     async def access_review(self, spec: dict[str, Any]) -> tuple[bool, str]:
         """(allowed, reason) of a SubjectAccessReview with this spec."""
@@ -108,14 +135,17 @@ class Kube:
         return bool(status.allowed) and not status.denied, status.reason or ""
 
     async def get_job(self, namespace: str, name: str) -> dict[str, Any] | None:
-        job = await _or_none(self.call(self.batch.read_namespaced_job, name, namespace))
-        return None if job is None else self.api_client.sanitize_for_serialization(job)
+        raw = await _or_none(self.call(self.batch.read_namespaced_job, name, namespace, _preload_content=False))
+        return None if raw is None else self._keep("jobs", json.loads(raw.data))
 
     async def create_job(self, namespace: str, body: dict[str, Any]) -> None:
         """AlreadyExists is success: Job names are deterministic per segment. A Job the API
         server refuses as invalid raises ``Invalid`` with the server's message."""
         try:
-            await self.call(self.batch.create_namespaced_job, namespace, body)
+            # Raw JSON into the store: the typed client's model round trip costs more CPU than
+            # the rest of the pass, and the next pass must see the Job before its watch event.
+            raw = await self.call(self.batch.create_namespaced_job, namespace, body, _preload_content=False)
+            self._keep("jobs", json.loads(raw.data))
         except ApiException as e:
             if e.status == 422:
                 raise Invalid(status_message(e.body) or str(e.reason)) from e
@@ -134,9 +164,12 @@ class Kube:
         pod = await _or_none(self.call(self.core.read_namespaced_pod, name, namespace))
         return None if pod is None else self.api_client.sanitize_for_serialization(pod)
 
-    async def job_pods(self, namespace: str, job: str) -> list[dict[str, Any]]:
-        pods = await self.call(self.core.list_namespaced_pod, namespace, label_selector=f"job-name={job}")
+    async def pods(self, namespace: str, label_selector: str) -> list[dict[str, Any]]:
+        pods = await self.call(self.core.list_namespaced_pod, namespace, label_selector=label_selector)
         return [self.api_client.sanitize_for_serialization(p) for p in pods.items]
+
+    async def job_pods(self, namespace: str, job: str) -> list[dict[str, Any]]:
+        return await self.pods(namespace, f"job-name={job}")
 
     async def failed_mounts(self, namespace: str, pod: str) -> list[dict[str, Any]]:
         """The kubelet's ``FailedMount`` Events of a pod (why its volumes cannot be set up)."""

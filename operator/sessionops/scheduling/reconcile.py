@@ -72,7 +72,7 @@ async def reconcile_session(kube: Kube, namespace: str, name: str,
 
 
 async def _reconcile(kube: Kube, namespace: str, name: str, tree_bound: int) -> queue.Plan | None:
-    session = await kube.get("agentsessions", namespace, name)
+    session = await kube.cached_get("agentsessions", namespace, name)
     if session is None:
         return None
     if TREE_LABEL not in (session["metadata"].get("labels") or {}):
@@ -85,8 +85,8 @@ async def _reconcile(kube: Kube, namespace: str, name: str, tree_bound: int) -> 
 async def _pass(kube: Kube, session: dict[str, Any], held_back: str | None) -> queue.Plan:
     namespace, name = session["metadata"]["namespace"], session["metadata"]["name"]
     selector = f"{SESSION_LABEL}={name}"
-    inputs, runs = await asyncio.gather(kube.list("agentinputs", namespace, selector),
-                                        kube.list("agentruns", namespace, selector))
+    inputs, runs = await asyncio.gather(kube.cached_list("agentinputs", namespace, selector),
+                                        kube.cached_list("agentruns", namespace, selector))
     plan = queue.decide(session, inputs, runs, held_back, now=datetime.datetime.now(datetime.UTC))
     await apply(kube, session, inputs, plan)
     return plan
@@ -95,7 +95,7 @@ async def _pass(kube: Kube, session: dict[str, Any], held_back: str | None) -> q
 async def wake_held_back(kube: Kube, namespace: str, root: str, tree_bound: int) -> None:
     """A turn of the tree finished or started waiting: sessions held back by its bound may
     claim now. Each is an ordinary (idempotent) pass."""
-    for session in await kube.list("agentsessions", namespace, f"{TREE_LABEL}={root}"):
+    for session in await kube.cached_list("agentsessions", namespace, f"{TREE_LABEL}={root}"):
         if SessionView(session).held_back:
             await reconcile_session(kube, namespace, session["metadata"]["name"], tree_bound)
 
@@ -139,6 +139,10 @@ async def release_orphan(kube: Kube, inp: dict[str, Any]) -> bool:
     view = InputView(inp)
     if not view.deleting or INPUT_FINALIZER not in view.finalizers:
         return False
+    if await kube.cached_get("agentsessions", view.namespace, view.session_name) is not None:
+        return False
+    # Fresh before letting go: dropping the finalizer of an input whose session does exist
+    # (a store still filling after a restart) would lose a record its run may need.
     if await kube.get("agentsessions", view.namespace, view.session_name) is not None:
         return False  # the session's own pass decides (a consumed input may still be needed)
     await drop_input_finalizer(kube, inp)

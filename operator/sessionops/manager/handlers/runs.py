@@ -27,7 +27,7 @@ async def run_event(name: str, namespace: str, type: str | None, memo: Any, **_:
 async def child_run_event(labels: kopf.Labels, namespace: str, memo: Any, **_: Any) -> None:
     """A child turn moved: its parent may resume, or its cancellation may go on."""
     rt: Runtime = memo.runtime
-    parent = await rt.kube.get("agentruns", namespace, labels[PARENT_RUN_LABEL])
+    parent = await rt.kube.cached_get("agentruns", namespace, labels[PARENT_RUN_LABEL])
     if parent is None:
         return
     if RunView(parent).cancel_requested:
@@ -41,7 +41,7 @@ async def child_run_event(labels: kopf.Labels, namespace: str, memo: Any, **_: A
 async def job_event(labels: kopf.Labels, namespace: str, memo: Any, **_: Any) -> None:
     """A Job ending decides a segment; a Job going away lets a cancellation go on."""
     rt: Runtime = memo.runtime
-    run = await rt.kube.get("agentruns", namespace, labels[RUN_LABEL])
+    run = await rt.kube.cached_get("agentruns", namespace, labels[RUN_LABEL])
     if run is not None and RunView(run).cancel_requested:
         await reconcile_cancel(rt.kube, rt.checkpoint_dsn(namespace), namespace, labels[RUN_LABEL])
     else:

@@ -73,7 +73,8 @@ async def settle_session(rt: Runtime, session: dict[str, Any]) -> None:
 
 async def resync_session(rt: Runtime, namespace: str, name: str) -> None:
     """The safety scan's pass over a session the cache shows out of step."""
-    # Fresh: the cache only said where to look; the pass acts on what is true now.
+    # Fresh: the cache only said where to look, and a missed event is what a scan is for; the
+    # read also puts the session as it is now into the store.
     session = await rt.kube.get("agentsessions", namespace, name)
     if session is not None:
         await settle_session(rt, session)
@@ -86,7 +87,9 @@ async def input_changed(body: kopf.Body, namespace: str, type: str | None, memo:
     if await release_orphan(memo.runtime.kube, received):
         return
     session = InputView(received).session_name
-    if session:
+    # A listed input (type None: a start or a re-list) needs no pass of its own: its session is
+    # listed too, and that pass reads the complete store (one pass per session, not per input).
+    if session and type is not None:
         await reconcile_session(memo.runtime.kube, namespace, session, _bound(memo))
 
 
@@ -96,7 +99,7 @@ async def run_changed(body: kopf.Body, namespace: str, type: str | None, memo: A
     memo.runtime.cache.see_run(run, deleted=type == "DELETED")
     await phases.observe(memo.runtime.kube, run, deleted=type == "DELETED", listed=type is None)
     session = RunView(run).session_name
-    if session:
+    if session and type is not None:  # listed: the session's own listed pass covers it (see inputs)
         await reconcile_session(memo.runtime.kube, namespace, session, _bound(memo))
     if _may_free_a_slot(run, deleted=type == "DELETED"):
         root = body.metadata.labels[TREE_LABEL]

@@ -1,0 +1,96 @@
+"""The decision store: watch events and the operator's own writes, newest wins, slim and shared."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from sessionops.api.names import SESSION_LABEL
+from sessionops.manager.main import decision_store
+from sessionops.platform.store import LAST_APPLIED, Store
+
+SNAPSHOT = {"systemPrompt": "be brief", "model": "replay/hello", "approvalMode": "Default",
+            "source": {"agentName": "a"}}
+
+
+def obj(name: str, rv: int, *, session: str = "s", phase: str | None = None, **meta: Any) -> dict[str, Any]:
+    return {"apiVersion": "sessionops.dev/v1alpha1", "kind": "AgentInput",
+            "metadata": {"name": name, "namespace": "team-a", "resourceVersion": str(rv), "uid": f"u-{name}",
+                         "labels": {SESSION_LABEL: session}, **meta},
+            "spec": {"sessionRef": {"name": session}, "contextSnapshot": copy.deepcopy(SNAPSHOT)},
+            "status": {"phase": phase} if phase else {}}
+
+
+def store() -> Store:
+    return decision_store()
+
+
+def test_an_older_event_never_replaces_our_newer_write() -> None:
+    s = store()
+    s.see("agentinputs", obj("i1", 5, phase="Consumed"))  # our status write's response
+    s.see("agentinputs", obj("i1", 4, phase="Pending"))  # the watch delivering the creation late
+    assert s.get("agentinputs", "team-a", "i1")["status"]["phase"] == "Consumed"
+    s.see("agentinputs", obj("i1", 6, phase="Rejected"))
+    assert s.get("agentinputs", "team-a", "i1")["status"]["phase"] == "Rejected"
+
+
+def test_a_version_that_is_not_a_number_is_never_compared() -> None:
+    s = store()
+    s.see("agentinputs", obj("i1", 5, phase="Consumed"))
+    opaque = obj("i1", 0, phase="Pending")
+    opaque["metadata"]["resourceVersion"] = "opaque-token"
+    s.see("agentinputs", opaque)
+    assert s.get("agentinputs", "team-a", "i1")["status"]["phase"] == "Pending"
+
+
+def test_lists_by_label_follow_relabels_and_deletions() -> None:
+    s = store()
+    s.see("agentinputs", obj("i1", 1, session="a"))
+    s.see("agentinputs", obj("i2", 2, session="a"))
+    s.see("agentinputs", obj("i3", 3, session="b"))
+    assert [i["metadata"]["name"] for i in s.list("agentinputs", "team-a", f"{SESSION_LABEL}=a")] == ["i1", "i2"]
+    s.see("agentinputs", obj("i2", 4, session="b"))
+    assert [i["metadata"]["name"] for i in s.list("agentinputs", "team-a", f"{SESSION_LABEL}=b")] == ["i2", "i3"]
+    s.forget("agentinputs", obj("i3", 5, session="b"))
+    assert [i["metadata"]["name"] for i in s.list("agentinputs", "team-a", f"{SESSION_LABEL}=b")] == ["i2"]
+    assert s.list("agentinputs", "other", f"{SESSION_LABEL}=a") == []
+    assert s.count("agentinputs") == 2
+
+
+def test_only_simple_selectors_on_indexed_labels_are_answered_from_memory() -> None:
+    s = store()
+    assert s.answers("agentinputs", f"{SESSION_LABEL}=a")
+    assert not s.answers("agentinputs", "app=x")  # not indexed: read from the API server
+    assert not s.answers("agentinputs", f"{SESSION_LABEL}=a,app=x")
+    assert not s.answers("agentinputs", f"{SESSION_LABEL}!=a")
+    assert not s.answers("agenttranscripts", "")  # not kept at all
+
+
+def test_stored_objects_are_slim_and_snapshots_are_shared() -> None:
+    s = store()
+    first = obj("i1", 1, managedFields=[{"manager": "kubectl"}], annotations={LAST_APPLIED: "{...}", "keep": "me"})
+    s.see("agentinputs", first)
+    s.see("agentinputs", obj("i2", 2))
+    i1, i2 = s.get("agentinputs", "team-a", "i1"), s.get("agentinputs", "team-a", "i2")
+    assert "managedFields" not in i1["metadata"] and i1["metadata"]["annotations"] == {"keep": "me"}
+    assert "managedFields" in first["metadata"]  # the watched body is left as it was
+    assert i1["spec"]["contextSnapshot"] is i2["spec"]["contextSnapshot"] == SNAPSHOT
+    assert s.snapshots == 1
+    s.forget("agentinputs", i1)
+    s.forget("agentinputs", i2)
+    assert s.snapshots == 0  # the last holder took the shared copy with it
+
+
+def test_a_pod_keeps_its_status_not_its_spec() -> None:
+    s = store()
+    pod = {"metadata": {"name": "p", "namespace": "team-a", "resourceVersion": "3", "labels": {"job-name": "j"}},
+           "spec": {"containers": [{"name": "worker"}]}, "status": {"phase": "Pending"}}
+    s.see("pods", pod)
+    (stored,) = s.list("pods", "team-a", "job-name=j")
+    assert stored.keys() == {"metadata", "status"} and stored["status"] == {"phase": "Pending"}
+
+
+def test_kinds_not_tracked_are_ignored() -> None:
+    s = store()
+    s.see("agenttranscripts", obj("t", 1))
+    assert not s.tracks("agenttranscripts") and s.count("agenttranscripts") == 0

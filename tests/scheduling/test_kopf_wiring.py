@@ -1,0 +1,33 @@
+"""The kopf wiring the store and the cheap event path rely on."""
+
+from __future__ import annotations
+
+import kopf
+
+from sessionops.manager.main import NoDiffBase, register_handlers
+
+
+def registry() -> kopf.OperatorRegistry:
+    register_handlers()
+    return kopf.get_default_registry()
+
+
+def test_no_handler_reads_a_diff_base_so_none_is_built() -> None:
+    """``NoDiffBase`` is only right while every handler is an event or index handler: a
+    changing (create/update/delete/resume) or spawning (timer/daemon) handler would read it."""
+    reg = registry()
+    assert reg._changing.get_all_handlers() == [] and reg._spawning.get_all_handlers() == []
+    assert NoDiffBase().build(body=kopf.Body({"spec": {"a": 1}})) is None
+
+
+def test_the_store_is_fed_by_index_handlers_and_forgets_first() -> None:
+    """Index handlers run for every listed object before any other handler (the store is
+    complete before a decision); the store's deletion handler runs before the other event
+    handlers of its kind (kopf calls them in registration order)."""
+    reg = registry()
+    indexed = {h.id for h in reg._indexing.get_all_handlers()}
+    assert {f"store-{p}" for p in ("agentsessions", "agentinputs", "agentruns", "agents", "jobs", "pods")} <= indexed
+    for plural in ("agentsessions", "agentinputs", "agentruns"):
+        watching = [h.id for h in reg._watching.get_all_handlers()
+                    if h.selector is not None and h.selector.any_name == plural]
+        assert watching and watching[0] == f"store-forget-{plural}", watching

@@ -2,6 +2,7 @@
 of one accepted follow-up.
 
     python bench/scale.py [--sizes 1000,5000,10000] [--idle 30] [--inputs 0] [--follow-ups 100]
+                          [--tracemalloc [FRAMES]]
 
 Prints JSON. Runs the local stack without the pod runner (runs stay Pending: a follow-up's
 path ends at its Job). The operator's CPU and RSS come from /proc for its process; requests
@@ -10,6 +11,12 @@ this process: its CPU (``cluster_cpu_*``) is reported apart, so the operator's f
 describe the product, not the emulator. See bench/README.md for running against a real
 cluster. Targets (issue 17): idle CPU <= 5 % of a core and RSS <= 300 MB at 10,000 sessions;
 a restart over idle sessions writes nothing and sees every session in <= 30 s.
+
+``--tracemalloc``: the operator traces its allocations (``sessionops.platform.memprofile``,
+FRAMES frames each, 1 by default) and, once the largest size has settled and idled, reports its
+largest live allocations by line (and by stack with FRAMES > 1) under ``tracemalloc``. Tracing
+inflates the operator's RSS and CPU up to then (the ``sizes`` figures); the restarted operator
+runs untraced.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ import asyncio
 import collections
 import json
 import os
+import signal
 import sys
 import tempfile
 import time
@@ -29,6 +37,7 @@ import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from sessionops.api.names import SESSION_LABEL  # noqa: E402
 from tests import pgserver  # noqa: E402
 from tests.e2e import manifests as m  # noqa: E402
 from tests.stack import Stack, running_stack  # noqa: E402
@@ -37,6 +46,8 @@ NS = "team-a"
 API = f"/apis/sessionops.dev/v1alpha1/namespaces/{NS}"
 WRITES = {"POST", "PUT", "PATCH", "DELETE"}
 TICKS = os.sysconf("SC_CLK_TCK")
+SETTLE_SECONDS = 3.0
+"""After the last follow-up's Job exists: time for the status writes that follow it."""
 
 
 def cpu_seconds(pid: int) -> float:
@@ -133,6 +144,19 @@ async def metric(stack: Stack, name: str) -> float:
     return 0.0
 
 
+async def tracemalloc_report(stack: Stack, path: Path, timeout: float = 300) -> dict[str, Any]:
+    """Ask the operator for its tracemalloc report (SIGUSR2) and read it once written."""
+    assert stack.operator is not None
+    path.unlink(missing_ok=True)
+    stack.operator.send_signal(signal.SIGUSR2)
+    started = time.monotonic()
+    while not path.exists():
+        if time.monotonic() - started > timeout:
+            raise TimeoutError(f"no tracemalloc report at {path}:\n{stack.operator_log()}")
+        await asyncio.sleep(0.2)
+    return {"snapshot_s": round(time.monotonic() - started, 2), **json.loads(path.read_text())}
+
+
 async def restart(stack: Stack, cluster: Any, sessions: int) -> dict[str, Any]:
     await stack.stop_operator()
     meter = Meter(stack, cluster)
@@ -149,14 +173,33 @@ async def restart(stack: Stack, cluster: Any, sessions: int) -> dict[str, Any]:
     return result
 
 
-async def follow_ups(stack: Stack, cluster: Any, count: int) -> dict[str, Any]:
-    """One follow-up to each of ``count`` idle sessions; CPU and requests until the operator is quiet."""
+def sessions_with_jobs(cluster: Any, sessions: set[str], before: set[str]) -> set[str]:
+    """Which of ``sessions`` have a Job that was not among ``before`` (read-only, no copies)."""
+    jobs = cluster.store.list(("batch", "jobs"), NS)
+    return {s for j in jobs if j["metadata"]["name"] not in before
+            and (s := (j["metadata"].get("labels") or {}).get(SESSION_LABEL)) in sessions}
+
+
+async def follow_ups(stack: Stack, cluster: Any, count: int, settle: float = SETTLE_SECONDS,
+                     timeout: float = 900) -> dict[str, Any]:
+    """One follow-up to each of ``count`` idle sessions; CPU and requests over a fixed window:
+    from posting them until every one's Job exists, plus ``settle`` seconds for the writes that
+    follow a Job (run and session status). Not "until quiet": the periodic scan over Pending
+    runs (none of them ever starts here) keeps making requests."""
     idle = [f"s{i}" for i in range(count)]
+    before = {j["metadata"]["name"] for j in cluster.store.list(("batch", "jobs"), NS)}
     meter = Meter(stack, cluster)
     meter.start()
+    started = time.monotonic()
     await post_all(cluster, "agentinputs", [m.message(f"{s}-f", s, "go", delivery="FollowUp") for s in idle])
-    await wait_quiet(stack, cluster)
+    while len(sessions_with_jobs(cluster, set(idle), before)) < count:
+        if time.monotonic() - started > timeout:
+            raise TimeoutError(f"only {len(sessions_with_jobs(cluster, set(idle), before))} of {count} Jobs")
+        await asyncio.sleep(0.1)
+    every_job_s = time.monotonic() - started
+    await asyncio.sleep(settle)
     result = meter.stop()
+    result.update(every_job_s=round(every_job_s, 2), settle_s=settle)
     writes = collections.Counter(k for k, v in result["requests_by_verb"].items() for _ in range(v)
                                  if k.split()[0] in WRITES)
     events = sum(v for k, v in writes.items() if k.endswith(" events"))
@@ -167,13 +210,18 @@ async def follow_ups(stack: Stack, cluster: Any, count: int) -> dict[str, Any]:
             "events_per_input": round(events / count, 2)}
 
 
-async def main(sizes: list[int], idle: float, inputs: int, follow: int) -> dict[str, Any]:
+async def main(sizes: list[int], idle: float, inputs: int, follow: int, trace_frames: int = 0) -> dict[str, Any]:
     report: dict[str, Any] = {"benchmark": "scale", "sizes": {}, "targets": {
         "idle_cpu_core_fraction_at_10000": 0.05, "rss_mb_at_10000": 300, "restart_writes": 0,
         "restart_every_session_seen_s": 30, "operator_cpu_ms_per_input": 20, "requests_per_input": 15,
         "object_writes_per_input": 6}}
     with tempfile.TemporaryDirectory() as tmp:
-        async with running_stack(Path(tmp), pod_runner=False) as (stack, cluster):
+        async with running_stack(Path(tmp), pod_runner=False, operator=False) as (stack, cluster):
+            trace_file = Path(tmp) / "tracemalloc.json"
+            if trace_frames:
+                stack.operator_env.update(SESSIONOPS_TRACEMALLOC=str(trace_frames),
+                                          SESSIONOPS_TRACEMALLOC_FILE=str(trace_file))
+            await stack.start_operator()
             await stack.apply(m.agent("bench"))
             created = 0
             for size in sizes:
@@ -200,6 +248,12 @@ async def main(sizes: list[int], idle: float, inputs: int, follow: int) -> dict[
                 }
                 print(json.dumps({size: report["sizes"][size]}), file=sys.stderr, flush=True)
             largest = sizes[-1]
+            if trace_frames:
+                report["tracemalloc"] = {"sessions": largest, **rss_mb(stack.operator.pid),  # type: ignore[union-attr]
+                                         **await tracemalloc_report(stack, trace_file)}
+                # The restarted operator runs untraced: restart and per-input figures stay comparable.
+                for key in ("SESSIONOPS_TRACEMALLOC", "SESSIONOPS_TRACEMALLOC_FILE"):
+                    stack.operator_env.pop(key)
             report["restart"] = {"sessions": largest, **await restart(stack, cluster, largest)}
             report["restart"].update(rss_mb(stack.operator.pid))  # type: ignore[union-attr]
             if follow:
@@ -225,7 +279,9 @@ if __name__ == "__main__":
     parser.add_argument("--idle", type=float, default=30, help="seconds of idle measurement at each size")
     parser.add_argument("--inputs", type=int, default=0, help="then create this many inputs and measure RSS")
     parser.add_argument("--follow-ups", type=int, default=100, help="follow-ups for CPU and requests per input")
+    parser.add_argument("--tracemalloc", type=int, nargs="?", const=1, default=0, metavar="FRAMES",
+                        help="trace the operator's allocations and report the largest at the largest size")
     args = parser.parse_args()
     with pgserver.database_url():
         print(json.dumps(asyncio.run(main([int(s) for s in args.sizes.split(",")], args.idle, args.inputs,
-                                          args.follow_ups)), indent=2))
+                                          args.follow_ups, args.tracemalloc)), indent=2))

@@ -184,7 +184,7 @@ def test_approvals_are_asked_before_questions_of_the_same_step(saver, workdir):
 
 def test_a_tool_hidden_by_the_filter_is_refused_at_the_call_boundary(saver, workdir):
     graph, model = agent(saver, workdir, [[("run_shell", {"command": "echo no"})], "ok"],
-                         tool_filter=lambda name: name != "run_shell")
+                         tool_filter=lambda names: {n for n in names if n != "run_shell"})
     out = say(graph, "go", CFG)
     assert "run_shell" not in model.bound_tools[0] and "read_file" in model.bound_tools[0]
     result = tool_results(out["messages"])[tool_call_id(0, 0)]
@@ -195,7 +195,7 @@ def test_a_tool_hidden_by_the_filter_is_refused_at_the_call_boundary(saver, work
 def test_access_revoked_while_waiting_is_enforced_when_the_call_resumes(saver, workdir):
     allowed = {"run_shell": True}
     graph, _ = agent(saver, workdir, [[("run_shell", {"command": "touch ran"})], "ok"],
-                     tool_filter=lambda name: allowed.get(name, True))
+                     tool_filter=lambda names: {n for n in names if allowed.get(n, True)})
     say(graph, "go", CFG)
     waitpoint = waitpoint_from_state(graph.get_state(CFG))
     allowed["run_shell"] = False

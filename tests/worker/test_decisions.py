@@ -3,7 +3,9 @@ state, and the SubjectAccessReview mapping."""
 
 from __future__ import annotations
 
+import collections
 import datetime
+import threading
 from pathlib import Path
 
 import psycopg
@@ -16,10 +18,18 @@ from sessionops.agent import build_agent
 from sessionops.agent.limits import step_limit_message
 from sessionops.api.input import SubmittedBy
 from sessionops.api.run import RESULT_TEXT_MAX, Waitpoint
-from sessionops.api.snapshot import ContextSnapshot
+from sessionops.api.snapshot import BUILTIN_TOOLS, ContextSnapshot, SnapshotSource
 from sessionops.views.lease import Holder, LeaseView
 from sessionops.worker import outcome, plan
-from sessionops.worker.access import Access, agent_check, review_spec, skill_check, subjects_of, tool_check
+from sessionops.worker.access import (
+    Access,
+    agent_check,
+    review_spec,
+    skill_check,
+    subjects_of,
+    tool_check,
+    up_front_checks,
+)
 from sessionops.worker.env import EnvError, WorkerEnv
 from sessionops.worker.segment import Segment
 from tests.agent.scripted import ScriptedChatModel
@@ -238,28 +248,80 @@ def test_access_checks_map_to_subject_access_reviews() -> None:
 
 
 class FakeReviews:
-    def __init__(self, denied: set[tuple[str, str]]) -> None:
+    def __init__(self, denied: set[tuple[str, str]], barrier: threading.Barrier | None = None) -> None:
         self.denied = denied
+        self.barrier = barrier
         self.asked: list[tuple[str, str]] = []
+        self._lock = threading.Lock()
 
     def access_review(self, spec: dict) -> tuple[bool, str]:
         key = (spec["user"], spec["resourceAttributes"]["name"])
-        self.asked.append(key)
+        with self._lock:
+            self.asked.append(key)
+        if self.barrier is not None:
+            self.barrier.wait()  # returns only once `parties` reviews are in flight together
         return key not in self.denied, "denied by policy" if key in self.denied else ""
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _alice_and_bob() -> list[SubmittedBy | None]:
+    return subjects_of([{"spec": {"submittedBy": {"username": "alice"}}},
+                        {"spec": {"submittedBy": {"username": "bob"}}},
+                        {"spec": {"submittedBy": {"username": "alice"}}}])
 
 
 def test_every_identity_of_the_turn_must_be_allowed_and_answers_are_cached() -> None:
     reviews = FakeReviews({("bob", "run_shell")})
-    subjects = subjects_of([{"spec": {"submittedBy": {"username": "alice"}}},
-                            {"spec": {"submittedBy": {"username": "bob"}}},
-                            {"spec": {"submittedBy": {"username": "alice"}}}])
-    access = Access(reviews, "team-a", subjects)  # type: ignore[arg-type]
-    assert access.tool_filter("read_file") and not access.tool_filter("run_shell")
+    access = Access(reviews, "team-a", _alice_and_bob())  # type: ignore[arg-type]
+    assert access.tool_filter(["read_file", "run_shell"]) == {"read_file"}
+    assert access.tool_filter(["run_shell"]) == set()  # refused at the call boundary too
     assert access.review(tool_check("run_shell")) == (False, "bob may not use tools.sessionops.dev 'run_shell': "
                                                              "denied by policy")
-    access.tool_filter("read_file")
-    assert reviews.asked == [("alice", "read_file"), ("bob", "read_file"), ("alice", "run_shell"),
-                             ("bob", "run_shell")]
+    access.tool_filter(["read_file"])
+    assert sorted(reviews.asked) == [("alice", "read_file"), ("alice", "run_shell"), ("bob", "read_file"),
+                                     ("bob", "run_shell")]
+
+
+def test_a_segment_reviews_each_identity_and_check_once_within_the_ttl_then_again_together() -> None:
+    reviews = FakeReviews({("alice", "run_shell")})
+    clock = Clock()
+    access = Access(reviews, "team-a", _alice_and_bob(), ttl=30, clock=clock)  # type: ignore[arg-type]
+    snapshot = ContextSnapshot(system_prompt="s", model="m", approval_mode="Default",
+                               source=SnapshotSource(agent_name="helper"), skills=["style"])
+    access.answers(up_front_checks(snapshot))
+    assert sorted(reviews.asked) == sorted((user, name) for user in ("alice", "bob")
+                                           for name in ["helper", *BUILTIN_TOOLS, "style"])
+    # What a segment asks next: the Agent, the skills once, the tools at every model and tool call.
+    asked = len(reviews.asked)
+    assert access.allowed(agent_check("helper"))
+    assert access.visible_skills({"style": "Be brief."}) == {"style": "Be brief."}
+    for _ in range(3):
+        clock.now += 9
+        assert access.tool_filter(BUILTIN_TOOLS) == set(BUILTIN_TOOLS) - {"run_shell"}
+        assert access.tool_filter(["run_shell"]) == set()
+    assert len(reviews.asked) == asked, "an answer within the ttl was asked for again"
+
+    clock.now += 9  # 36 s: every answer is stale; a model call asks for its tools again, once each
+    access.tool_filter(BUILTIN_TOOLS)
+    access.tool_filter(["read_file"])
+    again = collections.Counter(reviews.asked[asked:])
+    assert again == collections.Counter((user, name) for user in ("alice", "bob") for name in BUILTIN_TOOLS)
+
+
+def test_the_reviews_asked_together_are_in_flight_at_once() -> None:
+    # Four identity-check pairs: a barrier of four lets a review return only once all four are
+    # in flight; reviews asked one after the other break the barrier (its timeout) and fail.
+    reviews = FakeReviews(set(), barrier=threading.Barrier(4, timeout=20))
+    access = Access(reviews, "team-a", _alice_and_bob())  # type: ignore[arg-type]
+    assert access.tool_filter(["read_file", "write_file"]) == {"read_file", "write_file"}
+    assert len(reviews.asked) == 4
 
 
 def test_an_input_without_submitter_grants_nothing() -> None:

@@ -3,6 +3,7 @@ the replay model over HTTP. The test plays admission and the operator (``Stack``
 
 from __future__ import annotations
 
+import collections
 import datetime
 import signal
 
@@ -158,8 +159,8 @@ def test_revoked_agent_access_fails_the_run_before_any_model_call(stack: Stack) 
     assert (condition["type"], condition["reason"]) == ("Failed", "AccessRevoked")
     assert "'helper'" in condition["message"] and "alice" in condition["message"]
     assert stack.requests() == []
-    assert stack.cluster.access_reviews[0]["user"] == "alice"
-    assert stack.cluster.access_reviews[0]["resource"] == "agents" and not stack.cluster.access_reviews[0]["allowed"]
+    [review] = [r for r in stack.cluster.access_reviews if r["resource"] == "agents"]
+    assert review["user"] == "alice" and not review["allowed"]
 
 
 def test_resume_after_revocation_fails_without_running_the_call_and_the_next_turn_closes_it(
@@ -208,6 +209,11 @@ def test_revoked_tool_is_hidden_from_the_model_and_refused_at_the_call(stack: St
     assert all("read_file" not in r["tools"] for r in requests) and "list_files" in requests[0]["tools"]
     refused = _tool_messages(requests[-1])["call_tools-then-answer_1_0"]
     assert "not available" in refused
+    # Three model calls and two tool calls, one review per check: the Agent and each tool, once.
+    reviews = collections.Counter((r["user"], r["verb"], r["resource"], r["name"])
+                                  for r in stack.cluster.access_reviews)
+    assert reviews == collections.Counter([("alice", "get", "agents", "helper"),
+                                           *(("alice", "use", "tools", t) for t in TOOLS)])
 
 
 def test_killed_worker_is_retried_from_the_checkpoint_without_repeating_completed_calls(stack: Stack) -> None:

@@ -3,12 +3,14 @@
 Authorization is never frozen into the snapshot: the worker decides per tool name,
 now, whether the input's sender may use it (SubjectAccessReviews). A refused tool is
 hidden from every model call and refused at the call boundary, also when the call was
-requested before the revocation (a call resumed after an approval is re-checked).
+requested before the revocation (a call resumed after an approval is re-checked). The
+filter is asked once per model call for the whole tool list, so its answers can be
+fetched together rather than one name after another.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
@@ -16,9 +18,9 @@ from langchain_core.messages import ToolMessage
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
 
-ToolFilter = Callable[[str], bool]
-"""True when the tool of that name may be used now. Exceptions propagate (the turn fails and
-is retried) rather than silently hiding a tool because an API call failed."""
+ToolFilter = Callable[[Sequence[str]], Collection[str]]
+"""The names, among these, of the tools that may be used now. Exceptions propagate (the turn
+fails and is retried) rather than silently hiding a tool because an API call failed."""
 
 
 def refusal_message(tool: str) -> str:
@@ -35,13 +37,14 @@ class ToolAccessMiddleware(AgentMiddleware):
         return "tool_access"
 
     def _allowed(self, tool: str) -> bool:
-        return self.tool_filter is None or bool(self.tool_filter(tool))
+        return self.tool_filter is None or tool in self.tool_filter([tool])
 
     def _visible(self, request: ModelRequest) -> ModelRequest:
         if self.tool_filter is None:
             return request
         # Provider-side tools (dicts) are not ours to authorize.
-        tools = [t for t in request.tools if isinstance(t, dict) or self._allowed(t.name)]
+        allowed = self.tool_filter([t.name for t in request.tools if not isinstance(t, dict)])
+        tools = [t for t in request.tools if isinstance(t, dict) or t.name in allowed]
         return request.override(tools=tools)
 
     def _refusal(self, request: ToolCallRequest) -> ToolMessage | None:

@@ -176,8 +176,8 @@ def build_agent(
 
     Run it with ``config={"configurable": {"thread_id": <session uid>}}`` and
     ``durability="sync"``. ``extra_tools`` is the extension point for ``delegate`` and
-    MCP tools; ``tool_filter`` decides per tool name, at each call, whether the sender
-    may use it now. The workspace and shell tools run in ``toolbox`` (the worker's tools
+    MCP tools; ``tool_filter`` decides, at each model and tool call, which tool names the sender
+    may use now. The workspace and shell tools run in ``toolbox`` (the worker's tools
     process), or in this process on ``workdir`` without one.
     """
     tools = builtin_tools(workdir, toolbox=toolbox, skills=skills, skill_selection=snapshot.skills)

@@ -6,7 +6,7 @@
 - ``checkpoints`` and ``checkpoint_scope``: PostgreSQL (the LangGraph saver, per-namespace
   schemas and roles).
 - ``cache``: what the watches delivered, for scans that must not reread the API server.
-- ``locks``, ``logs``, ``metrics``, ``certificates``, ``webhook``: process plumbing;
+- ``locks``, ``logs``, ``metrics``, ``memprofile``, ``certificates``, ``webhook``: process plumbing;
   ``errors``: what the API server's answers mean.
 - ``settings`` (environment) and ``configuration`` (the operator ConfigMap).
 

@@ -1,20 +1,47 @@
 """Per-object asyncio locks and coalesced passes: one writer per session and per run inside
-this process (kopf peering keeps other replicas passive)."""
+this process (kopf peering keeps other replicas passive).
+
+An object's lock exists only while someone holds it or waits for it: the registry would
+otherwise keep one entry per object ever reconciled, for the life of the process.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import collections
-from collections.abc import Awaitable, Callable
+import contextlib
+import dataclasses
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TypeVar
 
 T = TypeVar("T")
-_locks: collections.defaultdict[tuple[str, str, str], asyncio.Lock] = collections.defaultdict(asyncio.Lock)
-_queued: set[tuple[str, str, str]] = set()
+Key = tuple[str, str, str]
 
 
-def lock(kind: str, namespace: str, name: str) -> asyncio.Lock:
-    return _locks[(kind, namespace, name)]
+@dataclasses.dataclass(slots=True)
+class _Entry:
+    lock: asyncio.Lock = dataclasses.field(default_factory=asyncio.Lock)
+    users: int = 0
+    """Holders and waiters: the entry goes when the last of them leaves."""
+
+
+_locks: dict[Key, _Entry] = {}
+_queued: set[Key] = set()
+
+
+@contextlib.asynccontextmanager
+async def lock(kind: str, namespace: str, name: str) -> AsyncIterator[None]:
+    """``async with lock(kind, namespace, name):`` holds the object's lock."""
+    key = (kind, namespace, name)
+    entry = _locks.setdefault(key, _Entry())
+    entry.users += 1
+    try:
+        async with entry.lock:
+            yield
+    finally:
+        # Cancelled while waiting counts as leaving too: the entry never outlives its users.
+        entry.users -= 1
+        if entry.users == 0:
+            del _locks[key]
 
 
 async def coalesced(kind: str, namespace: str, name: str, fn: Callable[[], Awaitable[T]]) -> T | None:
@@ -27,6 +54,12 @@ async def coalesced(kind: str, namespace: str, name: str, fn: Callable[[], Await
     if key in _queued:
         return None
     _queued.add(key)
-    async with _locks[key]:
-        _queued.discard(key)
-        return await fn()
+    running = False
+    try:
+        async with lock(*key):
+            _queued.discard(key)
+            running = True
+            return await fn()
+    finally:
+        if not running:  # cancelled while queued: later events must not be skipped forever
+            _queued.discard(key)

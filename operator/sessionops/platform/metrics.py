@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 
 import prometheus_client as prom
@@ -11,6 +12,7 @@ ADMISSIONS = prom.Counter("sessionops_admissions_total", "Admission decisions.",
 WEBHOOK_LATENCY = prom.Histogram("sessionops_webhook_latency_seconds", "Admission handler latency.", ["kind"],
                                  buckets=(0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5))
 QUEUE_DEPTH = prom.Gauge("sessionops_queue_depth", "Pending inputs per session.", ["namespace", "session"])
+"""The only per-object label set: dropped with its session (``forget_session``)."""
 DISPATCH_LATENCY = prom.Histogram("sessionops_dispatch_latency_seconds", "Input received to run created.",
                                   buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10))
 PHASE_TRANSITIONS = prom.Counter("sessionops_phase_transitions_total", "Phase changes.", ["kind", "phase"])
@@ -20,6 +22,13 @@ WATCHED = prom.Gauge("sessionops_watched_objects", "Objects in the watch-fed cac
                      "unfinished runs).", ["kind"])
 CANCELLATION_STEP_FAILURES = prom.Counter("sessionops_cancellation_step_failures_total",
                                           "Failed cleanup steps.", ["step"])
+
+
+def forget_session(namespace: str, name: str) -> None:
+    """A deleted session's series go with it: a label set lives in the registry (and in every
+    scrape) until removed. Safe to repeat: removing an absent label set changes nothing."""
+    with contextlib.suppress(KeyError):  # prometheus-client before 0.21 raises for an absent one
+        QUEUE_DEPTH.remove(namespace, name)
 
 
 async def serve(port: int, ready: Callable[[], bool]) -> web.AppRunner:

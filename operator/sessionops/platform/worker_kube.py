@@ -46,8 +46,10 @@ class WorkerKube:
 
     @classmethod
     def connect(cls) -> WorkerKube:
-        """In-cluster credentials in a pod, else ``KUBECONFIG``."""
-        return cls(load_api_client(pool_size=4))
+        """In-cluster credentials in a pod, else ``KUBECONFIG``. Pool: the access reviews asked
+        together (``worker.access.CONCURRENT_REVIEWS``) beside the Lease renewer and the transcript
+        publisher; more at once would open connections urllib3 then discards with a warning."""
+        return cls(load_api_client(pool_size=8))
 
     def close(self) -> None:
         self.api_client.close()

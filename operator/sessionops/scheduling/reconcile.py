@@ -74,6 +74,7 @@ async def reconcile_session(kube: Kube, namespace: str, name: str,
 async def _reconcile(kube: Kube, namespace: str, name: str, tree_bound: int) -> queue.Plan | None:
     session = await kube.cached_get("agentsessions", namespace, name)
     if session is None:
+        metrics.forget_session(namespace, name)  # its DELETED event may have come before this pass's write
         return None
     if TREE_LABEL not in (session["metadata"].get("labels") or {}):
         return await _pass(kube, session, None)

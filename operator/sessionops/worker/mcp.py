@@ -84,8 +84,9 @@ def server_connections(servers: Sequence[McpServer], *, access: Access, kube: Wo
     """
     egress = egress or Policy()
     connections: dict[str, StreamableHttpConnection] = {}
+    answers = access.answers(mcp_server_check(server.name) for server in servers)
     for server in servers:
-        allowed, why = access.review(mcp_server_check(server.name))
+        allowed, why = answers[mcp_server_check(server.name)]
         if not allowed:
             logger.info("MCP server %s is not available: %s", server.name, why)
             continue

@@ -58,7 +58,7 @@ from sessionops.policy import egress
 from sessionops.toolbox.client import ToolboxClient, ToolboxUnavailable
 from sessionops.views import InputView, RunView
 from sessionops.worker import outcome, plan, thread, transcript
-from sessionops.worker.access import Access, agent_check, subjects_of
+from sessionops.worker.access import Access, agent_check, subjects_of, up_front_checks
 from sessionops.worker.delegation import Dispatcher
 from sessionops.worker.env import EnvError, WorkerEnv
 from sessionops.worker.lease import LeaseLost, LeaseUnavailable, SessionLease, worker_identity
@@ -141,6 +141,7 @@ class Segment:
                                            if env.kind == SegmentKind.RETRY.value else None)
         resume = self.kube.get("agentinputs", env.namespace, resume_name) if resume_name else None
         access = Access(self.kube, env.namespace, subjects_of([*inputs, *([resume] if resume else [])]))
+        access.answers(up_front_checks(snapshot))  # together, before the first model call needs them
 
         agent = snapshot.source.agent_name if snapshot.source else ""
         allowed, why = access.review(agent_check(agent)) if agent else (False, "the snapshot names no Agent")

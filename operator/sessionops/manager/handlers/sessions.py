@@ -17,7 +17,7 @@ from sessionops.delegation.names import PARENT_RUN_LABEL, TREE_LABEL
 from sessionops.execution.reconcile import wake_held_runs
 from sessionops.manager import phases
 from sessionops.manager.runtime import Runtime
-from sessionops.platform import checkpoints
+from sessionops.platform import checkpoints, metrics
 from sessionops.scheduling.reconcile import (
     ensure_session_finalizer,
     reconcile_session,
@@ -51,7 +51,9 @@ async def session_changed(body: kopf.Body, type: str | None, memo: Any, **_: Any
     session = dict(body)
     rt.cache.see_session(session, deleted=type == "DELETED")
     await phases.observe(rt.kube, session, deleted=type == "DELETED", listed=type is None)
-    if type != "DELETED":
+    if type == "DELETED":
+        metrics.forget_session(session["metadata"]["namespace"], session["metadata"]["name"])
+    else:
         await settle_session(rt, session)
 
 

@@ -81,7 +81,7 @@ async def test_a_deleted_sessions_queue_gauge_is_removed_on_its_deleted_event() 
 
 
 class Gone:
-    async def get(self, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
+    async def cached_get(self, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
         return None
 
 

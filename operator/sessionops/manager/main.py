@@ -7,7 +7,6 @@ the webhook server, storages, the database schema and shared state.
 from __future__ import annotations
 
 import asyncio
-import importlib
 import logging
 import random
 from typing import Any
@@ -131,9 +130,6 @@ async def resync_session(rt: Runtime, namespace: str, name: str) -> None:
 
 
 def register_handlers() -> None:
-    # First: kopf runs a kind's event handlers in registration order, and the store must drop a
-    # deleted object before the reconciles its event triggers read (handlers/store.py).
-    importlib.import_module("sessionops.manager.handlers.store")
     import sessionops.manager.handlers.admission  # noqa: F401
     import sessionops.manager.handlers.agents  # noqa: F401
     import sessionops.manager.handlers.cancellation  # noqa: F401

@@ -4,10 +4,12 @@ or waits for them, a session's queue gauge goes with the session."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import types
 from typing import Any
 
 import prometheus_client as prom
+import pytest
 
 from sessionops.manager.handlers.sessions import session_changed
 from sessionops.platform import locks, metrics
@@ -91,3 +93,16 @@ async def test_a_pass_that_finds_its_session_gone_removes_its_queue_gauge() -> N
     metrics.QUEUE_DEPTH.labels(namespace="ns", session="late").set(1)
     assert await reconcile_session(Gone(), "ns", "late") is None  # type: ignore[arg-type]
     assert _depth("ns", "late") is None
+
+
+async def test_a_frozen_exception_passes_through_a_lock_unchanged() -> None:
+    """Admission's ``Rejection`` is a frozen dataclass: raised under the receipt lock it must
+    reach the webhook as itself (contextlib's context managers set ``__traceback__`` on it)."""
+    @dataclasses.dataclass(frozen=True)
+    class Refused(Exception):
+        why: str
+
+    with pytest.raises(Refused):
+        async with locks.lock("receipt", "ns", "s"):
+            raise Refused("no")
+    assert ("receipt", "ns", "s") not in locks._locks

@@ -21,6 +21,7 @@ import kubernetes
 from kubernetes.client.exceptions import ApiException
 
 from sessionops import GROUP, VERSION
+from sessionops.api.timestamps import iso
 from sessionops.platform.errors import Conflict, Invalid, status_message
 from sessionops.platform.store import Store
 
@@ -67,6 +68,14 @@ def throttle_credential_refresh(configuration: kubernetes.client.Configuration,
     configuration.refresh_api_key_hook = throttled
 
 
+MERGE_PATCH = "application/merge-patch+json"
+
+
+def _path(namespace: str, plural: str, name: str = "", subresource: str = "") -> str:
+    """The path of our group's namespaced objects."""
+    return "/".join(p for p in (f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{plural}", name, subresource) if p)
+
+
 async def _or_none(call: Awaitable[T]) -> T | None:
     """404 means "not there": None instead of an exception."""
     try:
@@ -91,6 +100,26 @@ class Kube:
         self.coordination = kubernetes.client.CoordinationV1Api(api_client)
         self.authz = kubernetes.client.AuthorizationV1Api(api_client)
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kube")
+
+    def _json(self, method: str, path: str, body: Any = None, query: list[tuple[str, str]] | None = None,
+              content_type: str = "application/json") -> Any:
+        """One request with a JSON body and answer, through the client's auth, TLS and pool but
+        without its typed layer (argument validation and model round trips cost more CPU per
+        request than the HTTP exchange: this is the reconciles' hot path). Blocking: use ``raw``."""
+        headers = {"Accept": "application/json"}
+        if body is not None:
+            headers["Content-Type"] = content_type
+        request = self.api_client.param_serialize(method=method, resource_path=path, query_params=query or [],
+                                                  header_params=headers, body=body, auth_settings=["BearerToken"])
+        response = self.api_client.call_api(*request)
+        data = response.read()
+        if not 200 <= response.status <= 299:
+            raise ApiException.from_response(http_resp=response, body=data.decode("utf-8", "replace"), data=None)
+        return json.loads(data)
+
+    async def raw(self, method: str, path: str, body: Any = None, query: list[tuple[str, str]] | None = None,
+                  content_type: str = "application/json") -> Any:
+        return await self.call(self._json, method, path, body, query, content_type)
 
     async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         loop = asyncio.get_running_loop()
@@ -124,18 +153,16 @@ class Kube:
 
     # Custom resources of our group: fresh reads (each caller says why it needs one).
     async def get(self, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
-        return self._keep(plural, await _or_none(self.call(self.custom.get_namespaced_custom_object, GROUP,
-                                                           VERSION, namespace, plural, name)))
+        return self._keep(plural, await _or_none(self.raw("GET", _path(namespace, plural, name))))
 
     async def list(self, plural: str, namespace: str, label_selector: str = "") -> list[dict[str, Any]]:
-        result = await self.call(self.custom.list_namespaced_custom_object, GROUP, VERSION, namespace, plural,
-                                 label_selector=label_selector)
+        query = [("labelSelector", label_selector)] if label_selector else None
+        result = await self.raw("GET", _path(namespace, plural), query=query)
         return result.get("items", [])
 
     async def create(self, plural: str, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
         try:
-            return self._keep(plural, await self.call(self.custom.create_namespaced_custom_object, GROUP,  # type: ignore[return-value]
-                                                      VERSION, namespace, plural, body))
+            return self._keep(plural, await self.raw("POST", _path(namespace, plural), body))  # type: ignore[return-value]
         except ApiException as e:
             if e.status == 409:
                 raise Conflict(str(e.reason)) from e
@@ -144,16 +171,16 @@ class Kube:
     async def patch_status(self, plural: str, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
         """Merge-patch the status; a ``metadata.resourceVersion`` in body makes it a compare-and-swap."""
         try:
-            return self._keep(plural, await self.call(self.custom.patch_namespaced_custom_object_status,  # type: ignore[return-value]
-                                                      GROUP, VERSION, namespace, plural, name, body))
+            return self._keep(plural, await self.raw("PATCH", _path(namespace, plural, name, "status"), body,  # type: ignore[return-value]
+                                                     content_type=MERGE_PATCH))
         except ApiException as e:
             if e.status == 409:
                 raise Conflict(str(e.reason)) from e
             raise
 
     async def patch(self, plural: str, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
-        return self._keep(plural, await self.call(self.custom.patch_namespaced_custom_object, GROUP, VERSION,  # type: ignore[return-value]
-                                                  namespace, plural, name, body))
+        return self._keep(plural, await self.raw("PATCH", _path(namespace, plural, name), body,  # type: ignore[return-value]
+                                                 content_type=MERGE_PATCH))
 
     async def access_review(self, spec: dict[str, Any]) -> tuple[bool, str]:
         """(allowed, reason) of a SubjectAccessReview with this spec."""
@@ -163,17 +190,14 @@ class Kube:
         return bool(status.allowed) and not status.denied, status.reason or ""
 
     async def get_job(self, namespace: str, name: str) -> dict[str, Any] | None:
-        raw = await _or_none(self.call(self.batch.read_namespaced_job, name, namespace, _preload_content=False))
-        return None if raw is None else self._keep("jobs", json.loads(raw.data))
+        return self._keep("jobs", await _or_none(self.raw("GET", f"/apis/batch/v1/namespaces/{namespace}/jobs/{name}")))
 
     async def create_job(self, namespace: str, body: dict[str, Any]) -> None:
         """AlreadyExists is success: Job names are deterministic per segment. A Job the API
         server refuses as invalid raises ``Invalid`` with the server's message."""
         try:
-            # Raw JSON into the store: the typed client's model round trip costs more CPU than
-            # the rest of the pass, and the next pass must see the Job before its watch event.
-            raw = await self.call(self.batch.create_namespaced_job, namespace, body, _preload_content=False)
-            self._keep("jobs", json.loads(raw.data))
+            # Into the store: the next pass must see the Job before its watch event does.
+            self._keep("jobs", await self.raw("POST", f"/apis/batch/v1/namespaces/{namespace}/jobs", body))
         except ApiException as e:
             if e.status == 422:
                 raise Invalid(status_message(e.body) or str(e.reason)) from e
@@ -262,14 +286,14 @@ class Kube:
         """Best effort: an Event is a notice, never a reason to fail the caller."""
         meta = involved.get("metadata", {})
         namespace = meta.get("namespace") or "default"
-        ts = datetime.datetime.now(datetime.UTC)
-        body = kubernetes.client.CoreV1Event(
-            metadata=kubernetes.client.V1ObjectMeta(generate_name=f"{meta.get('name', 'sessionops')}."),
-            involved_object=kubernetes.client.V1ObjectReference(
-                api_version=involved.get("apiVersion"), kind=involved.get("kind"), name=meta.get("name"),
-                namespace=namespace, uid=meta.get("uid"), resource_version=meta.get("resourceVersion")),
-            type=type_, reason=reason, message=message[:1024], first_timestamp=ts, last_timestamp=ts, count=1,
-            source=kubernetes.client.V1EventSource(component=component), reporting_component=component)
+        ts = iso(datetime.datetime.now(datetime.UTC))
+        body = {"apiVersion": "v1", "kind": "Event", "metadata": {"generateName": f"{meta.get('name', 'sessionops')}."},
+                "involvedObject": {"apiVersion": involved.get("apiVersion"), "kind": involved.get("kind"),
+                                   "name": meta.get("name"), "namespace": namespace, "uid": meta.get("uid"),
+                                   "resourceVersion": meta.get("resourceVersion")},
+                "type": type_, "reason": reason, "message": message[:1024], "firstTimestamp": ts,
+                "lastTimestamp": ts, "count": 1, "source": {"component": component},
+                "reportingComponent": component}
         # Events are advisory; losing one must not fail reconciliation or admission.
         with contextlib.suppress(ApiException):
-            await self.call(self.core.create_namespaced_event, namespace, body)
+            await self.raw("POST", f"/api/v1/namespaces/{namespace}/events", body)

@@ -8,9 +8,8 @@ otherwise keep one entry per object ever reconciled, for the life of the process
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -28,20 +27,34 @@ _locks: dict[Key, _Entry] = {}
 _queued: set[Key] = set()
 
 
-@contextlib.asynccontextmanager
-async def lock(kind: str, namespace: str, name: str) -> AsyncIterator[None]:
-    """``async with lock(kind, namespace, name):`` holds the object's lock."""
-    key = (kind, namespace, name)
-    entry = _locks.setdefault(key, _Entry())
-    entry.users += 1
-    try:
-        async with entry.lock:
-            yield
-    finally:
-        # Cancelled while waiting counts as leaving too: the entry never outlives its users.
-        entry.users -= 1
-        if entry.users == 0:
-            del _locks[key]
+class lock:  # noqa: N801 - used like a function: ``async with lock(kind, namespace, name):``
+    """Holds the object's lock. A class, not ``contextlib.asynccontextmanager``: that one sets
+    ``__traceback__`` on the exception passing through, which a frozen dataclass exception
+    (an admission ``Rejection``) refuses, turning a clear rejection into a webhook error."""
+
+    __slots__ = ("key", "entry")
+
+    def __init__(self, kind: str, namespace: str, name: str) -> None:
+        self.key: Key = (kind, namespace, name)
+        self.entry = _locks.setdefault(self.key, _Entry())
+        self.entry.users += 1
+
+    async def __aenter__(self) -> None:
+        try:
+            await self.entry.lock.acquire()
+        except BaseException:  # cancelled while waiting counts as leaving too
+            self._leave()
+            raise
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.entry.lock.release()
+        self._leave()
+
+    def _leave(self) -> None:
+        # The entry never outlives its users.
+        self.entry.users -= 1
+        if self.entry.users == 0:
+            del _locks[self.key]
 
 
 async def coalesced(kind: str, namespace: str, name: str, fn: Callable[[], Awaitable[T]]) -> T | None:

@@ -36,14 +36,18 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     HOME=/tmp
 # The wheels are bind-mounted from the builder, so they never land in a layer. The venv
 # has no pip of its own: the base interpreter's pip installs into it (explicit paths:
-# PATH already points at the venv).
+# PATH already points at the venv). No extra: the kubectl plugin's (cli) and the suite's (dev)
+# packages stay out. pip compiles the bytecode as it installs (its default), so no process
+# compiles at start (PYTHONDONTWRITEBYTECODE: the non-root user could not write it anyway).
+# The last line imports what a worker imports, the way it does (sessionops.worker.startup).
 RUN --mount=type=bind,from=builder,source=/wheels,target=/wheels \
     /usr/local/bin/python -m venv --without-pip /opt/venv \
  && /usr/local/bin/python -m pip --python /opt/venv/bin/python install --no-cache-dir --no-index \
         --only-binary=:all: --find-links=/wheels sessionops \
  && groupadd --gid 65532 nonroot \
  && useradd --uid 65532 --gid 65532 --no-create-home --home-dir /tmp --shell /usr/sbin/nologin nonroot \
- && python -c "import sessionops, kopf, langgraph, psycopg"
+ && python -c "import sessionops, kopf, langgraph, psycopg" \
+ && python -c "from sessionops.worker.startup import load_segment; load_segment()"
 WORKDIR /tmp
 # Numeric, so that Kubernetes can verify runAsNonRoot.
 USER 65532:65532

@@ -14,7 +14,7 @@ $(PY):
 # is a package of its own that the product's tests depend on.
 $(STAMP): pyproject.toml tests/testcluster/pyproject.toml constraints.txt | $(PY)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev]'
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev,cli]'
 	$(PY) -m pip install --quiet -c constraints.txt -e 'tests/testcluster[test]'
 	touch $@
 

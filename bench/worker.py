@@ -4,10 +4,11 @@ Each run starts ``python -m sessionops.worker`` for a fresh one-message turn (it
 session), exactly as a pod would (the env comes from ``jobs.job_body`` resolved like the
 kubelet does), against the test cluster, PostgreSQL and the replay model over HTTP. The
 latency is measured from just before the process is spawned to the replay server's
-record of the first chat-completions request; peak RSS is the child's ``ru_maxrss``.
-Also reported: the import time of the worker's modules alone (a floor for the latency), and
-when the tools process (the pod's sidecar, started just before the worker) answers its first ping.
-the worker's API writes per transcript step, the transcript's apart from the others
+record of the first chat-completions request; peak RSS is the child's ``ru_maxrss``, and its
+CPU time (user + system, the whole segment) is reported too.
+Also reported: the import time of the worker's modules alone (a floor for the latency) with the
+packages that take most of it; when the tools process (the pod's sidecar, started just before the
+worker) answers its first ping; the worker's API writes per transcript step, the transcript's apart from the others
 (status, Lease, inputs), with the shortest gap between two transcript writes of a run
 (coalescing: at most one write per 250 ms per run).
 Targets: <= 1.5 s to the first request, <= 250 MB peak RSS.
@@ -18,6 +19,7 @@ Targets: <= 1.5 s to the first request, <= 250 MB peak RSS.
 from __future__ import annotations
 
 import argparse
+import collections
 import datetime
 import json
 import os
@@ -126,10 +128,25 @@ def _env(kube: WorkerKube, job: dict[str, Any], workdir: Path, kubeconfig: Path)
     return {**base, **env, "KUBECONFIG": str(kubeconfig), "HOSTNAME": pod["metadata"]["name"]}
 
 
-def _import_seconds() -> float:
+IMPORT = "from sessionops.worker.startup import load_segment; load_segment()"
+"""The worker's imports, as ``python -m sessionops.worker`` makes them."""
+
+
+def _imports() -> dict[str, Any]:
+    """The worker's imports alone (a floor for the latency), and the packages that take most of it:
+    ``-X importtime`` self times summed by top-level package (a second run, slower for the tracing)."""
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-c", "import sessionops.worker.segment"], check=True)
-    return time.perf_counter() - start
+    subprocess.run([sys.executable, "-c", IMPORT], check=True)
+    seconds = time.perf_counter() - start
+    traced = subprocess.run([sys.executable, "-X", "importtime", "-c", IMPORT],
+                            capture_output=True, text=True, check=True).stderr
+    by_package: collections.Counter[str] = collections.Counter()
+    for line in traced.splitlines():
+        fields = line.removeprefix("import time:").split("|")
+        if line.startswith("import time:") and fields[0].strip().isdigit():
+            by_package[fields[2].strip().split(".")[0]] += int(fields[0])
+    return {"import_only_seconds": round(seconds, 3),
+            "import_self_seconds_by_package": {name: round(us / 1e6, 3) for name, us in by_package.most_common(10)}}
 
 
 def _per_step(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -187,6 +204,7 @@ def main() -> int:
                 runs.append({"run": i, "exit_code": proc.returncode, "phase": phase,
                              "first_request_seconds": round((first - started).total_seconds(), 3) if first else None,
                              "process_seconds": round(total, 3), "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
+                             "process_cpu_seconds": round(usage.ru_utime + usage.ru_stime, 3),
                              "tools_ready_seconds": round(tools_ready, 3),
                              "transcript_steps": steps, **written})
                 if proc.returncode != 0 and proc.stderr is not None:
@@ -202,8 +220,10 @@ def main() -> int:
         "first_request_seconds": {"min": min(latencies), "median": statistics.median(latencies),
                                   "max": max(latencies)} if latencies else None,
         "peak_rss_mb": {"min": min(rss), "median": statistics.median(rss), "max": max(rss)},
+        # CPU of the whole segment (start to exit): unlike the latency, barely moved by other load.
+        "process_cpu_seconds": {"median": statistics.median(r["process_cpu_seconds"] for r in runs)},
         "tools_ready_seconds": {"median": statistics.median(r["tools_ready_seconds"] for r in runs)},
-        "import_only_seconds": round(_import_seconds(), 3),
+        **_imports(),
         "api_writes_per_step": _per_step(runs),
         "targets": {"first_request_seconds": TARGET_SECONDS, "peak_rss_mb": TARGET_MB},
         "met": {"first_request_seconds": bool(latencies) and statistics.median(latencies) <= TARGET_SECONDS,

@@ -7,11 +7,13 @@ import json
 import re
 import shutil
 import subprocess
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 import yaml
+from packaging.requirements import Requirement
 
 from tests.chart.helm import ROOT
 
@@ -122,6 +124,21 @@ def test_no_build_tools_or_sources_in_the_final_stage(dockerfile: tuple[dict[str
     (install,) = [r for r in final.all("RUN") if "pip" in r.args]
     assert "--mount=type=bind,from=builder" in install.args
     assert "--only-binary=:all:" in install.args
+
+
+def test_the_image_installs_no_extra_and_its_bytecode(dockerfile: tuple[dict[str, str], list[Stage]]) -> None:
+    """The image is ``sessionops`` without extras: the kubectl plugin's packages (``cli``: typer,
+    rich) and the suite's stay out of it, so out of the worker's imports; pip compiles at install
+    (no ``--no-compile``), and the build imports what a worker imports."""
+    final = dockerfile[1][-1]
+    (install,) = [r for r in final.all("RUN") if "pip" in r.args]
+    assert re.search(r"--find-links=/wheels sessionops(\s|$)", install.args), install.args
+    assert "--no-compile" not in install.args
+    assert "from sessionops.worker.startup import load_segment; load_segment()" in install.args
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    names = lambda reqs: {Requirement(r).name for r in reqs}  # noqa: E731
+    assert not names(project["dependencies"]) & {"typer", "rich"}
+    assert names(project["optional-dependencies"]["cli"]) == {"typer", "rich"}
 
 
 def test_builder_copies_only_what_the_build_needs(dockerfile: tuple[dict[str, str], list[Stage]]) -> None:

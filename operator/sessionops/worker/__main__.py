@@ -1,5 +1,6 @@
-"""``python -m sessionops.worker``: run one execution segment and exit (see ``segment.main``)."""
+"""``python -m sessionops.worker``: run one execution segment and exit (see ``segment.main``;
+``startup`` says how its modules are loaded)."""
 
-from sessionops.worker.segment import main
+from sessionops.worker.startup import load_segment
 
-main()
+load_segment().main()

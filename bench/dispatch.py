@@ -5,7 +5,8 @@ follow-up on the happy path (counting kopf's own bookkeeping writes).
 
 Prints JSON. Runs the local stack without the pod runner, so every run stays Pending and
 each session keeps one active turn. Targets (issue): p99 <= 300 ms with 100 active
-sessions; <= 8 API writes per accepted follow-up. Writes are reported with the
+sessions; <= 8 API writes per accepted follow-up; the operator's own cost per accepted
+follow-up (issue 17): <= 20 ms CPU, <= 15 requests and <= 6 object writes (Events apart). Writes are reported with the
 transcript's apart: with ``--workers`` the pod runner runs every turn to its end (use
 fewer sessions: each is a worker process), so the workers' transcript writes per step
 and the shortest gap between two transcript writes of a run (<= 1 per 250 ms) show too.
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import json
 import sys
 import tempfile
@@ -26,6 +28,7 @@ import aiohttp
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import apiwrites  # noqa: E402
+from bench.scale import WRITES, cpu_seconds, verb  # noqa: E402
 from tests import pgserver  # noqa: E402
 from tests.e2e import manifests as m  # noqa: E402
 from tests.stack import Stack, running_stack  # noqa: E402
@@ -61,6 +64,10 @@ async def main(sessions: int, workers: bool = False) -> dict:
             await asyncio.sleep(0.5)
             log = apiwrites.record(cluster)
             start_requests = len(log)
+            # The operator's own cost (the test cluster runs in this process: reported apart).
+            assert stack.operator is not None
+            served_from, operator_cpu, cluster_cpu = len(cluster.served), cpu_seconds(stack.operator.pid), \
+                time.process_time()
             sent: dict[str, float] = {}
 
             async def send(i: int) -> None:
@@ -79,6 +86,10 @@ async def main(sessions: int, workers: bool = False) -> dict:
                 while time.monotonic() < deadline and len(await finished_runs(stack)) < sessions:
                     await asyncio.sleep(0.5)
             await asyncio.sleep(3)  # trailing status writes of the happy path
+            operator_cpu = cpu_seconds(stack.operator.pid) - operator_cpu
+            cluster_cpu = time.process_time() - cluster_cpu
+            mine = collections.Counter(verb(r) for r in cluster.served[served_from:]
+                                       if r.user == stack.operator_user and "watch" not in r.query)
             watcher.cancel()
             latencies = [jobs_seen[j] - t for j, t in sent.items() if j in jobs_seen]
             written = apiwrites.writes(log, start_requests)
@@ -88,6 +99,12 @@ async def main(sessions: int, workers: bool = False) -> dict:
                 "benchmark": "dispatch", "active_sessions": sessions, "jobs_created": len(latencies),
                 "workers_ran": workers, "turns_finished": len(await finished_runs(stack)) if workers else 0,
                 "input_to_job_p50_ms": pct(latencies, 0.5), "input_to_job_p99_ms": pct(latencies, 0.99),
+                "operator_cpu_ms_per_input": round(operator_cpu * 1000 / sessions, 1),
+                "cluster_cpu_ms_per_input": round(cluster_cpu * 1000 / sessions, 1),
+                "operator_requests_per_input": round(sum(mine.values()) / sessions, 2),
+                "operator_object_writes_per_input": round(sum(v for k, v in mine.items() if k.split()[0] in WRITES
+                                                              and not k.endswith(" events")) / sessions, 2),
+                "operator_requests_by_verb_per_input": {k: round(v / sessions, 2) for k, v in mine.most_common()},
                 "api_writes_per_follow_up": round((written["transcript_writes"] + written["other_writes"])
                                                   / sessions, 2),
                 "other_writes_per_follow_up": round(written["other_writes"] / sessions, 2),
@@ -97,7 +114,9 @@ async def main(sessions: int, workers: bool = False) -> dict:
                                "writes_per_step": round(written["transcript_writes"] / steps, 3) if steps else None,
                                "min_write_gap_seconds": written["min_transcript_write_gap_seconds"],
                                "coalesced_250ms": apiwrites.coalesced(written)},
-                "targets": {"input_to_job_p99_ms": 300, "api_writes_per_follow_up": 8},
+                "targets": {"input_to_job_p99_ms": 300, "api_writes_per_follow_up": 8,
+                            "operator_cpu_ms_per_input": 20, "operator_requests_per_input": 15,
+                            "operator_object_writes_per_input": 6},
             }
 
 

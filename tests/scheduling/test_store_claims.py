@@ -17,7 +17,7 @@ import yaml
 
 from sessionops.api.names import SESSION_LABEL
 from sessionops.api.snapshot import ContextSnapshot
-from sessionops.manager.main import decision_store
+from sessionops.manager.main import decision_store, drop_ghosts, prime_store
 from sessionops.platform.kube import Kube, load_api_client
 from sessionops.scheduling.reconcile import reconcile_session
 from testcluster import FaithfulCluster
@@ -48,10 +48,7 @@ async def kube(cluster: FaithfulCluster, api: ApiClient) -> Any:
     for i, name in enumerate(("i1", "i2"), start=1):
         await api.post(f"{API}/agentinputs", follow_up(name, i))
     kube = Kube(load_api_client(str(cluster.kubeconfig)), store=decision_store())
-    # The initial listing, once; from here on no watch event reaches the store.
-    for plural in ("agentsessions", "agentinputs", "agentruns"):
-        for item in await kube.list(plural, NS):
-            kube.store.see(plural, item)
+    await prime_store(kube)  # as at a start; from here on no watch event reaches the store
     yield kube
     kube.close()
 
@@ -83,3 +80,15 @@ async def test_without_our_own_writes_the_second_pass_would_claim_input_2(kube: 
     kube.store.see("agentinputs", consumed[0])  # the inputs watch delivered; the runs watch did not
     await reconcile_session(kube, NS, "s")
     assert await runs(kube) == ["s-t1", "s-t2"]
+
+
+async def test_priming_lists_every_kept_kind_and_a_ghost_is_dropped(kube: Kube, api: ApiClient) -> None:
+    assert sorted(i["metadata"]["name"] for i in kube.store.list("agentinputs", NS, f"{SESSION_LABEL}=s")) == \
+        ["i1", "i2"]
+    assert kube.store.get("agentsessions", NS, "s") is not None
+    # Deleted after the priming list, before kopf's own: no DELETED event will ever say so.
+    await api.delete(f"{API}/agentinputs/i2")
+    kube.store.see("agentinputs", (await kube.get("agentinputs", NS, "i1")), confirmed=True)  # kopf listed i1
+    kube.store.see("agentsessions", kube.store.get("agentsessions", NS, "s"), confirmed=True)
+    assert await drop_ghosts(kube, settle_seconds=0.1) == 1
+    assert [i["metadata"]["name"] for i in kube.store.list("agentinputs", NS, f"{SESSION_LABEL}=s")] == ["i1"]

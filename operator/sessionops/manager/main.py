@@ -13,6 +13,7 @@ from typing import Any
 
 import kopf
 
+from sessionops import GROUP, VERSION
 from sessionops.api.names import RUN_LABEL, SESSION_LABEL
 from sessionops.delegation.names import PARENT_RUN_LABEL, TREE_LABEL
 from sessionops.manager import scans
@@ -76,6 +77,68 @@ def decision_store() -> Store:
     return store
 
 
+PRIMED = {  # plural -> the cluster-wide path that lists what the store keeps of it
+    "agentsessions": f"/apis/{GROUP}/{VERSION}/agentsessions",
+    "agentinputs": f"/apis/{GROUP}/{VERSION}/agentinputs",
+    "agentruns": f"/apis/{GROUP}/{VERSION}/agentruns",
+    "agents": f"/apis/{GROUP}/{VERSION}/agents",
+    "jobs": "/apis/batch/v1/jobs",
+    "pods": "/api/v1/pods",
+}
+LABELLED = {"jobs": RUN_LABEL, "pods": RUN_LABEL}
+"""Kinds kept only when labelled (our workers'), as kopf watches them."""
+PAGE = 500
+
+
+async def prime_store(kube: Kube) -> None:
+    """Fill the store before kopf watches (see ``platform.store``): paginated, so a start over
+    50,000 inputs never holds one giant response. Safe to repeat: newer versions win."""
+    assert kube.store is not None
+    for plural, path in PRIMED.items():
+        token = ""
+        while True:
+            query = [("limit", str(PAGE))] + ([("continue", token)] if token else []) + \
+                ([("labelSelector", LABELLED[plural])] if plural in LABELLED else [])
+            page = await kube.raw("GET", path, query=query)
+            for item in page.get("items") or []:
+                kube.store.see(plural, item)
+            token = (page.get("metadata") or {}).get("continue") or ""
+            if not token:
+                break
+
+
+async def drop_ghosts(kube: Kube, settle_seconds: float = 5.0, limit_seconds: float = 300.0) -> int:
+    """Once kopf's initial listings are through (no object confirmed for ``settle_seconds``),
+    read each primed object no watch event has shown: one deleted between the priming list
+    and kopf's listing gets no DELETED event, and a ghost active run would hold its session's
+    queue forever. Returns how many were gone. Safe to repeat: a fresh read decides."""
+    assert kube.store is not None
+    loop = asyncio.get_running_loop()
+    started, last, last_count = loop.time(), loop.time(), -1
+    while loop.time() - started < limit_seconds:
+        count = sum(len(kube.store.unconfirmed(p)) for p in PRIMED)
+        if count != last_count:
+            last, last_count = loop.time(), count
+        elif loop.time() - last >= settle_seconds:
+            break
+        await asyncio.sleep(0.5)
+    gone = 0
+    for plural in PRIMED:
+        for namespace, name in kube.store.unconfirmed(plural):
+            if plural == "pods":
+                found = await kube.get_pod(namespace, name)
+            elif plural == "jobs":
+                found = await kube.get_job(namespace, name)
+            else:
+                found = await kube.get(plural, namespace, name)  # a found one is kept (and refreshed)
+            if found is None:
+                kube.store.forget(plural, {"metadata": {"namespace": namespace, "name": name}})
+                gone += 1
+    if gone:
+        logger.info("store: %d object(s) deleted while the operator started were dropped", gone)
+    return gone
+
+
 async def build_runtime(settings: Settings) -> tuple[Runtime, ConfigWatcher]:
     rt = Runtime(settings=settings, kube=Kube(load_api_client(), store=decision_store()), config=ConfigStore())
     # A new configuration may add or drop the model or a Secret an Agent relies on.
@@ -94,6 +157,8 @@ async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
         logger.warning("the admin credential may not revoke CREATE on schema public from PUBLIC: "
                        "do it once as the database owner (docs/database.md)")
     memo.runtime, memo.config_watcher = await build_runtime(ours)
+    await prime_store(memo.runtime.kube)
+    memo.ghost_task = asyncio.create_task(drop_ghosts(memo.runtime.kube), name="store-ghosts")
     # Before any object is seen, after the imports (the Kubernetes client's API classes load with the
     # runtime): their code is the same memory at any scale, and traced they load ten times slower.
     memprofile.start_from_env()
@@ -113,7 +178,7 @@ async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
 
 @kopf.on.cleanup()
 async def cleanup(memo: Any, **_: Any) -> None:
-    for name in ("scan_task",):
+    for name in ("scan_task", "ghost_task"):
         task = getattr(memo, name, None)
         if task is not None:
             task.cancel()

@@ -4,9 +4,11 @@ Each event of a session, input or run used to cost a GET and two LISTs (72 reque
 of operator CPU per accepted follow-up): the decisions now read this store instead, the way a
 controller-runtime client reads its informer cache. Two rules keep it as good as a read:
 
-- **Complete before use.** kopf calls its index handlers for every object of the initial
-  listing before any other handler runs (``manager.handlers.store``), so a reconcile never
-  sees a partial list (a missing active run would let a second turn start).
+- **Complete before use.** The operator lists every kept kind before kopf starts watching
+  (``prime``), so a reconcile never sees a partial list (a missing active run would let a
+  second turn start). An object deleted between that listing and kopf's own is not in kopf's
+  listing, so no event removes it: ``unconfirmed`` names what no watch event has shown since,
+  and the operator checks those once with a fresh read.
 - **Our own writes go in at once.** The write's response is stored, so a pass that runs
   before the watch delivers that write still sees it (input 1 Consumed and run 1 created:
   a pass that saw only the first would claim input 2). An event older than what is stored
@@ -74,6 +76,7 @@ class _Entry:
     obj: dict[str, Any]
     rv: int | None
     snapshot: str | None  # the interned snapshot's key, released when the entry goes
+    confirmed: bool  # a watch event (not only the priming list or our own write) showed it
 
 
 def _intern_labels(labels: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -117,9 +120,9 @@ class Store:
         return plural in self._objects
 
     # Feeding: watch events and the operator's own write responses.
-    def see(self, plural: str, obj: dict[str, Any]) -> None:
+    def see(self, plural: str, obj: dict[str, Any], *, confirmed: bool = False) -> None:
         """Store ``obj`` unless what is stored is newer. Safe to repeat: the same version twice
-        stores the same thing."""
+        stores the same thing. ``confirmed``: it comes from a watch event."""
         objects = self._objects.get(plural)
         if objects is None:
             return
@@ -128,6 +131,7 @@ class Store:
         rv = _rv(obj)
         current = objects.get(key)
         if current is not None and current.rv is not None and rv is not None and rv < current.rv:
+            current.confirmed = current.confirmed or confirmed
             return  # an event older than our own write's response
         stored = slim(plural, obj)
         snapshot_key = None
@@ -137,7 +141,8 @@ class Store:
             stored["spec"] = {**spec, "contextSnapshot": shared}
         if current is not None:
             self._unindex(plural, key, current)
-        objects[key] = _Entry(stored, rv, snapshot_key)
+            confirmed = confirmed or current.confirmed
+        objects[key] = _Entry(stored, rv, snapshot_key, confirmed)
         self._index(plural, key, stored)
 
     def forget(self, plural: str, obj: dict[str, Any]) -> None:
@@ -191,6 +196,10 @@ class Store:
         label, _, value = selector.partition("=")
         names = self._by_label[plural].get((namespace, label, value.lstrip("=")), ())
         return [objects[(namespace, n)].obj for n in sorted(names)]
+
+    def unconfirmed(self, plural: str) -> list[Key]:
+        """Objects no watch event has shown (see the module docstring)."""
+        return [key for key, entry in self._objects.get(plural, {}).items() if not entry.confirmed]
 
     def count(self, plural: str) -> int:
         return len(self._objects.get(plural, ()))

@@ -5,7 +5,9 @@
   kubectl plugin's ``cli.client`` are the only modules that call the API server.
 - ``checkpoints`` and ``checkpoint_scope``: PostgreSQL (the LangGraph saver, per-namespace
   schemas and roles).
-- ``cache``: what the watches delivered, for scans that must not reread the API server.
+- ``store``: watch-fed slim copies of the objects the reconciles decide on, with the operator's
+  own writes (``Kube.cached_get``/``cached_list`` read it); ``cache``: a few facts per object
+  for the safety scans.
 - ``locks``, ``logs``, ``metrics``, ``memprofile``, ``certificates``, ``webhook``: process plumbing;
   ``errors``: what the API server's answers mean.
 - ``settings`` (environment) and ``configuration`` (the operator ConfigMap).

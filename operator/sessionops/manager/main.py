@@ -125,13 +125,7 @@ async def drop_ghosts(kube: Kube, settle_seconds: float = 5.0, limit_seconds: fl
     gone = 0
     for plural in PRIMED:
         for namespace, name in kube.store.unconfirmed(plural):
-            if plural == "pods":
-                found = await kube.get_pod(namespace, name)
-            elif plural == "jobs":
-                found = await kube.get_job(namespace, name)
-            else:
-                found = await kube.get(plural, namespace, name)  # a found one is kept (and refreshed)
-            if found is None:
+            if await kube.fresh_get(plural, namespace, name) is None:  # a found one is kept
                 kube.store.forget(plural, {"metadata": {"namespace": namespace, "name": name}})
                 gone += 1
     if gone:
@@ -157,11 +151,12 @@ async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
         logger.warning("the admin credential may not revoke CREATE on schema public from PUBLIC: "
                        "do it once as the database owner (docs/database.md)")
     memo.runtime, memo.config_watcher = await build_runtime(ours)
+    # Before any object is seen (the store's priming list is the first), after the imports (the
+    # Kubernetes client's API classes load with the runtime): their code is the same memory at
+    # any scale, and traced they load ten times slower.
+    memprofile.start_from_env()
     await prime_store(memo.runtime.kube)
     memo.ghost_task = asyncio.create_task(drop_ghosts(memo.runtime.kube), name="store-ghosts")
-    # Before any object is seen, after the imports (the Kubernetes client's API classes load with the
-    # runtime): their code is the same memory at any scale, and traced they load ten times slower.
-    memprofile.start_from_env()
     cache = memo.runtime.cache
     # Read when scraped: nothing to keep in step.
     metrics.WATCHED.labels(kind="AgentSession").set_function(lambda: len(cache.sessions))

@@ -140,8 +140,14 @@ class Kube:
     async def cached_get(self, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
         if self.store is not None and self.store.tracks(plural):
             return self.store.get(plural, namespace, name)
+        return await self.fresh_get(plural, namespace, name)
+
+    async def fresh_get(self, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
+        """A fresh read of any kind the store may keep (our group's, Jobs, pods)."""
         if plural == "jobs":
             return await self.get_job(namespace, name)
+        if plural == "pods":
+            return await self.get_pod(namespace, name)
         return await self.get(plural, namespace, name)
 
     async def cached_list(self, plural: str, namespace: str, label_selector: str) -> list[dict[str, Any]]:
@@ -219,9 +225,6 @@ class Kube:
     async def pods(self, namespace: str, label_selector: str) -> list[dict[str, Any]]:
         pods = await self.call(self.core.list_namespaced_pod, namespace, label_selector=label_selector)
         return [self.api_client.sanitize_for_serialization(p) for p in pods.items]
-
-    async def job_pods(self, namespace: str, job: str) -> list[dict[str, Any]]:
-        return await self.pods(namespace, f"job-name={job}")
 
     async def failed_mounts(self, namespace: str, pod: str) -> list[dict[str, Any]]:
         """The kubelet's ``FailedMount`` Events of a pod (why its volumes cannot be set up)."""

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
-import kopf
+from types import SimpleNamespace
+from typing import Any
 
+import kopf
+import pytest
+
+from sessionops.delegation.names import PARENT_RUN_LABEL
+from sessionops.manager.handlers import events
 from sessionops.manager.main import NoDiffBase, register_handlers
+from sessionops.platform.store import Store
 
 
 def registry() -> kopf.OperatorRegistry:
@@ -20,13 +27,64 @@ def test_no_handler_reads_a_diff_base_so_none_is_built() -> None:
     assert NoDiffBase().build(body=kopf.Body({"spec": {"a": 1}})) is None
 
 
-def test_the_store_is_fed_first_and_without_kopf_indexes() -> None:
-    """The store's handler runs before the other event handlers of its kind (kopf calls them in
-    registration order): a deleted object is gone before a reconcile the event triggers reads.
+def test_one_event_handler_per_kind_and_no_kopf_indexes() -> None:
+    """kopf's cost is per handler invoked: each watched kind has one (``handlers.events``).
     No index handler: kopf's index barrier is quadratic in the objects of a restart."""
     reg = registry()
     assert reg._indexing.get_all_handlers() == []
     for plural in ("agentsessions", "agentinputs", "agentruns", "agents", "jobs", "pods"):
         watching = [h.id for h in reg._watching.get_all_handlers()
                     if h.selector is not None and h.selector.any_name == plural]
-        assert watching and watching[0] == f"store-{plural}", watching
+        assert watching == [plural], watching
+
+
+def _memo(store: Store) -> Any:
+    return SimpleNamespace(runtime=SimpleNamespace(kube=SimpleNamespace(store=store)))
+
+
+def _event(memo: Any, body: dict[str, Any], type_: str | None) -> dict[str, Any]:
+    meta = body["metadata"]
+    return {"body": kopf.Body(body), "type": type_, "memo": memo, "name": meta["name"],
+            "namespace": meta["namespace"], "labels": meta.get("labels") or {}}
+
+
+async def test_the_store_sees_the_event_before_any_step() -> None:
+    """A deleted object is gone from the store before a step of the same event reads it."""
+    store = Store()
+    store.track("agentruns")
+    run = {"metadata": {"namespace": "ns", "name": "r", "resourceVersion": "1"}}
+    store.see("agentruns", run)
+    seen: list[Any] = []
+
+    def step(**_: Any) -> None:
+        seen.append(store.get("agentruns", "ns", "r"))
+
+    await events.dispatch("agentruns", [(step, None)])(**_event(_memo(store), run, "DELETED"))
+    assert seen == [None]
+
+
+async def test_a_failing_step_does_not_stop_the_next_and_filters_apply(caplog: pytest.LogCaptureFixture) -> None:
+    store = Store()
+    store.track("agentruns")
+    ran: list[str] = []
+
+    async def broken(**_: Any) -> None:
+        ran.append("broken")
+        raise RuntimeError("boom")
+
+    def child_only(**_: Any) -> None:
+        ran.append("child")
+
+    def last(**_: Any) -> None:
+        ran.append("last")
+
+    handler = events.dispatch("agentruns", [(broken, None), (child_only, events._labelled(PARENT_RUN_LABEL)),
+                                            (last, None)])
+    run = {"metadata": {"namespace": "ns", "name": "r", "resourceVersion": "1"}}
+    await handler(**_event(_memo(store), run, "ADDED"))
+    assert ran == ["broken", "last"]
+    assert "Step 'broken' failed on agentruns ns/r" in caplog.text
+    child = {"metadata": {"namespace": "ns", "name": "c", "resourceVersion": "2", "labels": {PARENT_RUN_LABEL: "r"}}}
+    await handler(**_event(_memo(store), child, "ADDED"))
+    assert ran == ["broken", "last", "broken", "child", "last"]
+    assert store.get("agentruns", "ns", "c") is not None

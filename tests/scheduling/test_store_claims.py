@@ -50,7 +50,7 @@ async def kube(cluster: FaithfulCluster, api: ApiClient) -> Any:
     kube = Kube(load_api_client(str(cluster.kubeconfig)), store=decision_store())
     await prime_store(kube)  # as at a start; from here on no watch event reaches the store
     yield kube
-    kube.close()
+    await kube.aclose()
 
 
 async def runs(kube: Kube) -> list[str]:

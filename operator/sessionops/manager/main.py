@@ -181,7 +181,7 @@ async def cleanup(memo: Any, **_: Any) -> None:
         await memo.metrics.cleanup()
     rt: Runtime | None = getattr(memo, "runtime", None)
     if rt is not None:
-        rt.kube.close()
+        await rt.kube.aclose()
 
 
 async def resync_session(rt: Runtime, namespace: str, name: str) -> None:
@@ -191,11 +191,9 @@ async def resync_session(rt: Runtime, namespace: str, name: str) -> None:
 
 def register_handlers() -> None:
     import sessionops.manager.handlers.admission  # noqa: F401
-    import sessionops.manager.handlers.agents  # noqa: F401
-    import sessionops.manager.handlers.cancellation  # noqa: F401
+    import sessionops.manager.handlers.agents  # noqa: F401  (skill ConfigMaps)
     import sessionops.manager.handlers.config  # noqa: F401
-    import sessionops.manager.handlers.runs  # noqa: F401
-    import sessionops.manager.handlers.sessions  # noqa: F401
+    import sessionops.manager.handlers.events  # noqa: F401  (the watched kinds)
 
 
 def main() -> None:

@@ -23,6 +23,7 @@ from kubernetes.client.exceptions import ApiException
 from sessionops import GROUP, VERSION
 from sessionops.api.timestamps import iso
 from sessionops.platform.errors import Conflict, Invalid, status_message
+from sessionops.platform.http import ApiHttp
 from sessionops.platform.store import Store
 
 T = TypeVar("T")
@@ -100,6 +101,10 @@ class Kube:
         self.coordination = kubernetes.client.CoordinationV1Api(api_client)
         self.authz = kubernetes.client.AuthorizationV1Api(api_client)
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kube")
+        configuration = api_client.configuration
+        self.http = ApiHttp(configuration, connections=configuration.connection_pool_maxsize or workers,
+                            user_agent=api_client.user_agent) if ApiHttp.supports(configuration) else None
+        """The hot path's requests on the event loop (``platform.http``); None: the client's thread path."""
 
     def _json(self, method: str, path: str, body: Any = None, query: list[tuple[str, str]] | None = None,
               content_type: str = "application/json") -> Any:
@@ -119,6 +124,8 @@ class Kube:
 
     async def raw(self, method: str, path: str, body: Any = None, query: list[tuple[str, str]] | None = None,
                   content_type: str = "application/json") -> Any:
+        if self.http is not None:
+            return await self.http.request(method, path, body, query, content_type)
         return await self.call(self._json, method, path, body, query, content_type)
 
     async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -128,6 +135,12 @@ class Kube:
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
         self.api_client.close()
+
+    async def aclose(self) -> None:
+        """``close`` and the event loop's HTTP session."""
+        if self.http is not None:
+            await self.http.close()
+        self.close()
 
     def _keep(self, plural: str, obj: dict[str, Any] | None) -> dict[str, Any] | None:
         """A read or write response is the newest version we know: the store takes it."""

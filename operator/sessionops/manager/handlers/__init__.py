@@ -1,8 +1,5 @@
 """kopf handlers: decorators only register; each handler is a few lines that call plain
 functions from admission/, scheduling/, execution/, cancellation/, readiness/ and delegation/.
+The watched kinds' event handlers are one per kind (``events``), which feeds the store first
+(``store``) and then calls the steps in ``sessions``, ``runs``, ``cancellation`` and ``agents``.
 """
-
-# Registered before any sibling, whichever is imported first: kopf calls a kind's event handlers
-# in registration order, and the store must drop a deleted object before the reconciles its
-# event triggers read (see ``store``).
-from sessionops.manager.handlers import store  # noqa: E402, F401

@@ -8,12 +8,10 @@ from typing import Any
 
 import kopf
 
-from sessionops import GROUP, VERSION
 from sessionops.manager.runtime import Runtime
 from sessionops.readiness.reconcile import SKILL_LABEL, reconcile_agent, reconcile_namespace
 
 
-@kopf.on.event(GROUP, VERSION, "agents")
 async def agent_changed(body: kopf.Body, type: str | None, memo: Any, **_: Any) -> None:
     rt: Runtime = memo.runtime
     if type != "DELETED":

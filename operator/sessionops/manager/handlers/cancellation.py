@@ -7,18 +7,16 @@ from typing import Any
 
 import kopf
 
-from sessionops import GROUP, VERSION
 from sessionops.cancellation.reconcile import reconcile_cancel
 from sessionops.manager.runtime import Runtime
 from sessionops.views import RunView
 
 
-def _cancelling(body: kopf.Body, **_: Any) -> bool:
+def cancelling(body: kopf.Body, **_: Any) -> bool:
     run = RunView(body)
     return run.cancel_requested and not run.terminal
 
 
-@kopf.on.event(GROUP, VERSION, "agentruns", when=_cancelling)
 async def cancel_requested(name: str, namespace: str, type: str | None, memo: Any, **_: Any) -> None:
     rt: Runtime = memo.runtime
     if type != "DELETED":

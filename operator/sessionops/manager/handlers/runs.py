@@ -6,7 +6,6 @@ from typing import Any
 
 import kopf
 
-from sessionops import GROUP, VERSION
 from sessionops.api.input import InputKind
 from sessionops.api.names import RUN_LABEL
 from sessionops.cancellation.reconcile import reconcile_cancel
@@ -16,14 +15,12 @@ from sessionops.manager.runtime import Runtime
 from sessionops.views import InputView, RunView
 
 
-@kopf.on.event(GROUP, VERSION, "agentruns")
 async def run_event(name: str, namespace: str, type: str | None, memo: Any, **_: Any) -> None:
     rt: Runtime = memo.runtime
     if type != "DELETED":
         await reconcile_run(rt.kube, rt.config.current, namespace, name, credentials=rt.credentials)
 
 
-@kopf.on.event(GROUP, VERSION, "agentruns", labels={PARENT_RUN_LABEL: kopf.PRESENT})
 async def child_run_event(labels: kopf.Labels, namespace: str, memo: Any, **_: Any) -> None:
     """A child turn moved: its parent may resume, or its cancellation may go on."""
     rt: Runtime = memo.runtime
@@ -37,7 +34,6 @@ async def child_run_event(labels: kopf.Labels, namespace: str, memo: Any, **_: A
                             credentials=rt.credentials)
 
 
-@kopf.on.event("batch", "v1", "jobs", labels={RUN_LABEL: kopf.PRESENT})
 async def job_event(labels: kopf.Labels, namespace: str, memo: Any, **_: Any) -> None:
     """A Job ending decides a segment; a Job going away lets a cancellation go on."""
     rt: Runtime = memo.runtime
@@ -48,7 +44,6 @@ async def job_event(labels: kopf.Labels, namespace: str, memo: Any, **_: Any) ->
         await reconcile_run(rt.kube, rt.config.current, namespace, labels[RUN_LABEL], credentials=rt.credentials)
 
 
-@kopf.on.event("", "v1", "pods", labels={RUN_LABEL: kopf.PRESENT})
 async def pod_event(labels: kopf.Labels, namespace: str, type: str | None, memo: Any, **_: Any) -> None:
     """A worker pod that cannot start shows its reason on the run's Ready condition at once
     (the recovery scan fails the run once the configured wait has passed)."""
@@ -57,7 +52,6 @@ async def pod_event(labels: kopf.Labels, namespace: str, type: str | None, memo:
         await reconcile_run(rt.kube, rt.config.current, namespace, labels[RUN_LABEL], credentials=rt.credentials)
 
 
-@kopf.on.event(GROUP, VERSION, "agentinputs")
 async def resume_received(body: kopf.Body, namespace: str, memo: Any, **_: Any) -> None:
     inp = InputView(body)
     if inp.kind == InputKind.RESUME.value and inp.resume_run:

@@ -10,7 +10,6 @@ from typing import Any
 
 import kopf
 
-from sessionops import GROUP, VERSION
 from sessionops.api.names import SESSION_FINALIZER
 from sessionops.api.run import TERMINAL_PHASES, RunPhase, WaitpointKind
 from sessionops.delegation.names import PARENT_RUN_LABEL, TREE_LABEL
@@ -45,7 +44,6 @@ def _bound(memo: Any) -> int:
     return memo.runtime.config.current.delegation_concurrency
 
 
-@kopf.on.event(GROUP, VERSION, "agentsessions")
 async def session_changed(body: kopf.Body, type: str | None, memo: Any, **_: Any) -> None:
     rt: Runtime = memo.runtime
     session = dict(body)
@@ -82,7 +80,6 @@ async def resync_session(rt: Runtime, namespace: str, name: str) -> None:
         await settle_session(rt, session)
 
 
-@kopf.on.event(GROUP, VERSION, "agentinputs")
 async def input_changed(body: kopf.Body, namespace: str, type: str | None, memo: Any, **_: Any) -> None:
     received = dict(body)
     memo.runtime.cache.see_input(received, deleted=type == "DELETED")
@@ -95,7 +92,6 @@ async def input_changed(body: kopf.Body, namespace: str, type: str | None, memo:
         await reconcile_session(memo.runtime.kube, namespace, session, _bound(memo))
 
 
-@kopf.on.event(GROUP, VERSION, "agentruns")
 async def run_changed(body: kopf.Body, namespace: str, type: str | None, memo: Any, **_: Any) -> None:
     run = dict(body)
     memo.runtime.cache.see_run(run, deleted=type == "DELETED")

@@ -44,7 +44,7 @@ def _memo(store: Store) -> Any:
 
 def _event(memo: Any, body: dict[str, Any], type_: str | None) -> dict[str, Any]:
     meta = body["metadata"]
-    return {"body": kopf.Body(body), "type": type_, "memo": memo, "name": meta["name"],
+    return {"body": kopf.Body(body), "event": {"type": type_, "object": body}, "type": type_, "memo": memo, "name": meta["name"],
             "namespace": meta["namespace"], "labels": meta.get("labels") or {}}
 
 

@@ -86,7 +86,7 @@ class ApiHttp:
         """The decoded JSON answer; a non-2xx answer raises the official client's ``ApiException``
         (its subclass by status), with the Status body, as the thread path did."""
         session = self._open()
-        data = None if body is None else json.dumps(body, separators=(",", ":"))
+        data = None if body is None else json.dumps(body, separators=(",", ":")).encode()
         kwargs: dict[str, Any] = {}
         if self._proxy:
             kwargs["proxy"] = self._proxy

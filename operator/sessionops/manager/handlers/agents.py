@@ -12,7 +12,7 @@ from sessionops.manager.runtime import Runtime
 from sessionops.readiness.reconcile import SKILL_LABEL, reconcile_agent, reconcile_namespace
 
 
-async def agent_changed(body: kopf.Body, type: str | None, memo: Any, **_: Any) -> None:
+async def agent_changed(body: dict[str, Any], type: str | None, memo: Any, **_: Any) -> None:
     rt: Runtime = memo.runtime
     if type != "DELETED":
         await reconcile_agent(rt.kube, rt.config.current, dict(body))

@@ -5,14 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import kopf
-
 from sessionops.cancellation.reconcile import reconcile_cancel
 from sessionops.manager.runtime import Runtime
 from sessionops.views import RunView
 
 
-def cancelling(body: kopf.Body, **_: Any) -> bool:
+def cancelling(body: dict[str, Any], **_: Any) -> bool:
     run = RunView(body)
     return run.cancel_requested and not run.terminal
 

@@ -36,6 +36,9 @@ def _labelled(label: str) -> Callable[[dict[str, Any]], bool]:
 def dispatch(plural: str, steps: Sequence[Step]) -> Callable[..., Any]:
     """The kind's handler: the store, then each step whose filter passes, failures contained."""
     async def handler(**kwargs: Any) -> None:
+        # The event's own dict, not kopf's Body view (which resolves every key it is asked for):
+        # the steps only read it.
+        kwargs["body"] = kwargs["event"]["object"]
         store.feed(plural, kwargs["body"], kwargs["type"], kwargs["memo"])
         for step, applies in steps:
             if applies is not None and not applies(kwargs):

@@ -52,7 +52,7 @@ async def pod_event(labels: kopf.Labels, namespace: str, type: str | None, memo:
         await reconcile_run(rt.kube, rt.config.current, namespace, labels[RUN_LABEL], credentials=rt.credentials)
 
 
-async def resume_received(body: kopf.Body, namespace: str, memo: Any, **_: Any) -> None:
+async def resume_received(body: dict[str, Any], namespace: str, memo: Any, **_: Any) -> None:
     inp = InputView(body)
     if inp.kind == InputKind.RESUME.value and inp.resume_run:
         rt: Runtime = memo.runtime

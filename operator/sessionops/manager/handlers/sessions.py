@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import kopf
-
 from sessionops.api.names import SESSION_FINALIZER
 from sessionops.api.run import TERMINAL_PHASES, RunPhase, WaitpointKind
 from sessionops.delegation.names import PARENT_RUN_LABEL, TREE_LABEL
@@ -44,7 +42,7 @@ def _bound(memo: Any) -> int:
     return memo.runtime.config.current.delegation_concurrency
 
 
-async def session_changed(body: kopf.Body, type: str | None, memo: Any, **_: Any) -> None:
+async def session_changed(body: dict[str, Any], type: str | None, memo: Any, **_: Any) -> None:
     rt: Runtime = memo.runtime
     session = dict(body)
     rt.cache.see_session(session, deleted=type == "DELETED")
@@ -80,7 +78,7 @@ async def resync_session(rt: Runtime, namespace: str, name: str) -> None:
         await settle_session(rt, session)
 
 
-async def input_changed(body: kopf.Body, namespace: str, type: str | None, memo: Any, **_: Any) -> None:
+async def input_changed(body: dict[str, Any], namespace: str, type: str | None, memo: Any, **_: Any) -> None:
     received = dict(body)
     memo.runtime.cache.see_input(received, deleted=type == "DELETED")
     if await release_orphan(memo.runtime.kube, received):
@@ -92,7 +90,7 @@ async def input_changed(body: kopf.Body, namespace: str, type: str | None, memo:
         await reconcile_session(memo.runtime.kube, namespace, session, _bound(memo))
 
 
-async def run_changed(body: kopf.Body, namespace: str, type: str | None, memo: Any, **_: Any) -> None:
+async def run_changed(body: dict[str, Any], namespace: str, type: str | None, memo: Any, **_: Any) -> None:
     run = dict(body)
     memo.runtime.cache.see_run(run, deleted=type == "DELETED")
     await phases.observe(memo.runtime.kube, run, deleted=type == "DELETED", listed=type is None)
@@ -100,7 +98,7 @@ async def run_changed(body: kopf.Body, namespace: str, type: str | None, memo: A
     if session and type is not None:  # listed: the session's own listed pass covers it (see inputs)
         await reconcile_session(memo.runtime.kube, namespace, session, _bound(memo))
     if _may_free_a_slot(run, deleted=type == "DELETED"):
-        root = body.metadata.labels[TREE_LABEL]
+        root = run["metadata"]["labels"][TREE_LABEL]
         await wake_held_back(memo.runtime.kube, namespace, root, _bound(memo))
         await wake_held_runs(memo.runtime.kube, memo.runtime.config.current, namespace, root,
                              credentials=memo.runtime.credentials)

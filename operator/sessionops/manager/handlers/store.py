@@ -14,10 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import kopf
 
-
-def feed(plural: str, body: kopf.Body, type: str | None, memo: Any) -> None:
+def feed(plural: str, body: dict[str, Any], type: str | None, memo: Any) -> None:
     """The event's object into the store, or a deleted one out of it."""
     store = memo.runtime.kube.store
     if type == "DELETED":

@@ -28,7 +28,7 @@ import aiohttp
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import apiwrites  # noqa: E402
-from bench.scale import WRITES, cpu_seconds, verb  # noqa: E402
+from bench.scale import WRITES, cpu_seconds, product_defaults, verb  # noqa: E402
 from tests import pgserver  # noqa: E402
 from tests.e2e import manifests as m  # noqa: E402
 from tests.stack import Stack, running_stack  # noqa: E402
@@ -43,8 +43,11 @@ def pct(values: list[float], q: float) -> float:
 
 async def main(sessions: int, workers: bool = False) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
-        async with running_stack(Path(tmp), pod_runner=workers) as (stack, cluster), aiohttp.ClientSession(
-                headers=cluster.admin_headers, connector=aiohttp.TCPConnector(ssl=cluster.client_ssl())) as http:
+        async with running_stack(Path(tmp), pod_runner=workers, operator=False) as (stack, cluster), \
+                aiohttp.ClientSession(headers=cluster.admin_headers,
+                                      connector=aiohttp.TCPConnector(ssl=cluster.client_ssl())) as http:
+            product_defaults(stack)
+            await stack.start_operator()
             await stack.apply(m.agent("bench"))
             for i in range(sessions):
                 async with http.post(cluster.api_url + API + "/agentsessions", json=m.session(f"s{i}", "bench")) as r:

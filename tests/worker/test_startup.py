@@ -118,14 +118,17 @@ def test_only_the_api_types_a_worker_uses(started: dict[str, Any]) -> None:
 
 
 def test_index_packages_wait_for_first_use(started: dict[str, Any]) -> None:
-    """The generated API types of openai and langsmith and langgraph's server SDK: their modules
-    the segment uses are imported, their ``__init__`` (every other module) is not."""
+    """The generated API types of openai and langsmith, langgraph's server SDK, langchain's
+    middleware and langchain-openai's models: the modules the segment uses are imported, the
+    packages' ``__init__`` (every other module) is not."""
     from sessionops.worker.startup import DEFERRED_INIT
 
     assert started["initialized"] == dict.fromkeys(DEFERRED_INIT, False)
     modules = set(started["modules"])
     unused = {"openai.types.batch", "openai.types.eval_create_params", "openai.types.responses.response",
-              "langsmith.types.run", "langsmith.types.sandbox_response", "langgraph_sdk.client"}
+              "langsmith.types.run", "langsmith.types.sandbox_response", "langgraph_sdk.client",
+              "langchain.agents.middleware.auto_mode", "langchain.agents.middleware.shell_tool",
+              "langchain_openai.chat_models.azure", "langchain_openai.embeddings", "langchain_openai.llms"}
     assert not modules & unused, sorted(modules & unused)
 
 

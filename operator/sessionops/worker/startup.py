@@ -10,10 +10,11 @@ request, so it imports nothing a segment never uses and lets no collector run me
   package is not installed, and a development environment starts its workers like the image.
 - **Index packages, initialized on first use.** Some packages' ``__init__`` only re-exports
   every module under it: openai's and langsmith's generated API types (``openai.types`` alone
-  is ~0.3 s of pydantic models for every endpoint) and langgraph's SDK for its server, of which
-  the segment uses a few modules (``langgraph.runtime`` needs one type of ``langgraph_sdk``) or
-  none. Such a package's submodules import without its ``__init__``; the ``__init__`` runs, whole
-  and as before, when an attribute it would have set is first asked for (``__getattr__``, PEP 562).
+  is ~0.3 s of pydantic models for every endpoint), langgraph's SDK for its server, every
+  middleware of langchain and every model of langchain-openai (Azure, embeddings, completions),
+  of which the segment uses a few modules (imported from them, not from the package) or none.
+  Such a package's submodules import without its ``__init__``; the ``__init__`` runs, whole and
+  as before, when an attribute it would have set is first asked for (``__getattr__``, PEP 562).
 - **No garbage collection while importing.** Imports create ~200,000 objects that live as long
   as the process; over them the cyclic collector ran ~480 times and freed ~2 % (a sixth of the
   import time). It is off while the segment's modules load; ``gc.freeze`` then keeps what they
@@ -37,7 +38,8 @@ from types import ModuleType
 ABSENT = ("aiohttp", "click", "rich", "kubernetes_validate", "psutil")
 """Packages no code path of a segment uses, which a dependency imports when it finds them."""
 
-DEFERRED_INIT = ("openai.types", "openai.types.responses", "langsmith.types", "langgraph_sdk")
+DEFERRED_INIT = ("openai.types", "openai.types.responses", "langsmith.types", "langgraph_sdk",
+                 "langchain.agents.middleware", "langchain_openai", "langchain_openai.chat_models")
 """Index packages (their ``__init__`` only imports their modules) whose ``__init__`` waits for first use."""
 
 

@@ -15,7 +15,7 @@ import hashlib
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, Literal, TypedDict
 
-from langchain.agents.middleware import AgentMiddleware
+from langchain.agents.middleware.types import AgentMiddleware
 from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command, interrupt

@@ -19,12 +19,9 @@ from pathlib import Path
 from typing import Annotated, Any, NotRequired
 
 from langchain.agents import create_agent
-from langchain.agents.middleware import (
-    AgentMiddleware,
-    AgentState,
-    ModelRetryMiddleware,
-    SummarizationMiddleware,
-)
+from langchain.agents.middleware.model_retry import ModelRetryMiddleware
+from langchain.agents.middleware.summarization import SummarizationMiddleware
+from langchain.agents.middleware.types import AgentMiddleware, AgentState
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.tools import BaseTool
 from langgraph.graph.state import CompiledStateGraph

@@ -25,8 +25,7 @@ import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Annotated, Any, NotRequired
 
-from langchain.agents.middleware import AgentMiddleware, AgentState
-from langchain.agents.middleware.types import PrivateStateAttr, hook_config
+from langchain.agents.middleware.types import AgentMiddleware, AgentState, PrivateStateAttr, hook_config
 from langchain_core.messages import AIMessage, HumanMessage
 
 SteerFetcher = Callable[[], Sequence[tuple[str, str]]]

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from langchain_openai import ChatOpenAI
+# Its module, not ``langchain_openai`` (also the Azure, embeddings and completion models; see
+# ``startup``).
+from langchain_openai.chat_models.base import ChatOpenAI
 
 from sessionops.worker.env import ModelEnv
 

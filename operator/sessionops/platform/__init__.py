@@ -1,6 +1,7 @@
 """The platform: everything that touches the world outside a decision, kept below the controllers.
 
-- ``kube``: the operator's Kubernetes adapter (async, a thread pool under kopf's loop);
+- ``kube``: the operator's Kubernetes adapter (async: its hot path on the event loop through
+  ``http``, the rest in a thread pool under kopf's loop);
   ``worker_kube``: the worker's (synchronous, compare-and-swap writes). These two and the
   kubectl plugin's ``cli.client`` are the only modules that call the API server.
 - ``checkpoints`` and ``checkpoint_scope``: PostgreSQL (the LangGraph saver, per-namespace

@@ -1,7 +1,9 @@
 """The operator's Kubernetes adapter. With the worker's (``worker_kube``) and the kubectl
 plugin's client (``sessionops.cli.client``) it is the only code that talks to the API server
-(the ``clients`` import contract). It wraps the official ``kubernetes`` client; calls run in a
-dedicated thread pool so that kopf's event loop never blocks on I/O.
+(the ``clients`` import contract). Its JSON requests (``raw``: every read and write of the
+reconciles, Jobs and Events) go out on the event loop (``platform.http``); the rest wraps the
+official ``kubernetes`` client, whose calls run in a dedicated thread pool so that kopf's event
+loop never blocks on I/O.
 """
 
 from __future__ import annotations

@@ -88,6 +88,20 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def reserve_port() -> socket.socket:
+    """A port held for a process this stack starts (and restarts): a bound, never listening socket.
+
+    A port only probed free (``free_port``) can be taken before the operator binds it, and again
+    while a test restarts the operator: by another xdist worker's probe or by any outgoing
+    connection, whose ephemeral port may be any free one. The kernel gives neither a port that a
+    socket is bound to; SO_REUSEADDR still lets the operator's listener (which sets it too) bind
+    it, since this socket never listens."""
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("127.0.0.1", 0))
+    return s
+
+
 def database_dsn(admin_dsn: str, name: str) -> str:
     info = psycopg.conninfo.conninfo_to_dict(admin_dsn)
     info["dbname"] = name
@@ -319,7 +333,8 @@ async def running_stack(root: Path, *, namespace: str = "team-a", operator: bool
 
     root.mkdir(parents=True, exist_ok=True)
     db_name, dsn = await asyncio.to_thread(create_database)
-    webhook_port, metrics_port = free_port(), free_port()
+    reserved = [reserve_port(), reserve_port()]
+    webhook_port, metrics_port = (s.getsockname()[1] for s in reserved)
     try:
         async with running_cluster(kubeconfig=root / "admin.kubeconfig", bookmark_interval=1.0) as cluster, \
                 ReplayServer(dirs=[EXAMPLES_REPLAY]) as replay:
@@ -346,4 +361,6 @@ async def running_stack(root: Path, *, namespace: str = "team-a", operator: bool
                 if runner is not None:
                     await asyncio.to_thread(runner.stop)
     finally:
+        for s in reserved:
+            s.close()
         await asyncio.to_thread(drop_database, db_name)

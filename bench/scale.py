@@ -2,7 +2,7 @@
 of one accepted follow-up.
 
     python bench/scale.py [--sizes 1000,5000,10000] [--idle 30] [--inputs 0] [--follow-ups 100]
-                          [--tracemalloc [FRAMES]]
+                          [--seed-inputs 0] [--tracemalloc [FRAMES]]
 
 Prints JSON. Runs the local stack without the pod runner (runs stay Pending: a follow-up's
 path ends at its Job). The operator's CPU and RSS come from /proc for its process; requests
@@ -16,7 +16,13 @@ a restart over idle sessions writes nothing and sees every session in <= 30 s.
 FRAMES frames each, 1 by default) and, once the largest size has settled and idled, reports its
 largest live allocations by line (and by stack with FRAMES > 1) under ``tracemalloc``. Tracing
 inflates the operator's RSS and CPU up to then (the ``sizes`` figures); the restarted operator
-runs untraced.
+runs untraced. With ``--seed-inputs`` the operator restarted over the seeded objects is the
+one traced, after its idle period.
+
+``--seed-inputs M``: after the other stages, about M inputs in all: every session past the
+follow-ups gets a copy of session s0's objects (its follow-up, run and Job, and enough queued
+inputs), written straight into the test cluster's store (``seed``); then a restart over them
+and an idle period, reported under ``seeded``.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ import signal
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -217,7 +224,51 @@ async def follow_ups(stack: Stack, cluster: Any, count: int, settle: float = SET
             "events_per_input": round(events / count, 2)}
 
 
-async def main(sizes: list[int], idle: float, inputs: int, follow: int, trace_frames: int = 0) -> dict[str, Any]:
+SEEDED = (("sessionops.dev", "agentinputs"), ("sessionops.dev", "agentruns"), ("batch", "jobs"))
+SESSIONS = ("sessionops.dev", "agentsessions")
+
+
+async def seed(stack: Stack, cluster: Any, template: str, targets: list[str], queued: int,
+               timeout: float = 300) -> dict[str, Any]:
+    """Gives every target session what ``template`` holds after ``queued`` more follow-ups: its
+    consumed follow-up, its Pending run and Job, the queued inputs and the session status that
+    names them. The template's objects pass the real admission; the copies go straight into the
+    test cluster's store with the operator stopped (posting 50,000 inputs through the emulator's
+    admission would take hours), renamed and with fresh uids, so the restarted operator finds
+    consistent sessions with nothing to do."""
+    await post_all(cluster, "agentinputs", [m.message(f"{template}-q{j}", template, "later", delivery="FollowUp")
+                                            for j in range(queued)])
+    started = time.monotonic()
+    while not all((cluster.store.get(SEEDED[0], NS, f"{template}-q{j}") or {}).get("status", {}).get("phase")
+                  for j in range(queued)):
+        if time.monotonic() - started > timeout:
+            raise TimeoutError(f"the queued inputs of {template} were never received")
+        await asyncio.sleep(0.2)
+    await asyncio.sleep(SETTLE_SECONDS)
+    await stack.stop_operator()
+    originals = [(gp, json.dumps(obj)) for gp in SEEDED for obj in cluster.store.list(gp, NS)
+                 if (obj["metadata"].get("labels") or {}).get(SESSION_LABEL) == template]
+    session = cluster.store.get(SESSIONS, NS, template)
+    session_status = json.dumps(session.get("status") or {})
+    uids = [json.loads(text)["metadata"]["uid"] for _, text in originals]
+    for target in targets:
+        old = cluster.store.get(SESSIONS, NS, target)
+        names = {session["metadata"]["uid"]: old["metadata"]["uid"], **{u: str(uuid.uuid4()) for u in uids}}
+
+        def renamed(text: str, target: str = target, names: dict[str, str] = names) -> Any:
+            text = text.replace(f'"{template}"', f'"{target}"').replace(f'"{template}-', f'"{target}-')
+            for before, after in names.items():
+                text = text.replace(before, after)
+            return json.loads(text)
+        for gp, text in originals:
+            cluster.store.put(gp, renamed(text), None)
+        cluster.store.put(SESSIONS, {**old, "metadata": dict(old["metadata"]), "status": renamed(session_status)}, old)
+    return {"template": template, "sessions": len(targets) + 1, "objects_per_session": collections.Counter(
+        gp[1] for gp, _ in originals), **{gp[1]: len(cluster.store.list(gp, NS)) for gp in SEEDED}}
+
+
+async def main(sizes: list[int], idle: float, inputs: int, follow: int, trace_frames: int = 0,
+               seed_inputs: int = 0) -> dict[str, Any]:
     report: dict[str, Any] = {"benchmark": "scale", "sizes": {}, "targets": {
         "idle_cpu_core_fraction_at_10000": 0.05, "rss_mb_at_10000": 300, "restart_writes": 0,
         "restart_every_session_seen_s": 30, "operator_cpu_ms_per_input": 20, "requests_per_input": 15,
@@ -225,10 +276,10 @@ async def main(sizes: list[int], idle: float, inputs: int, follow: int, trace_fr
     with tempfile.TemporaryDirectory() as tmp:
         async with running_stack(Path(tmp), pod_runner=False, operator=False) as (stack, cluster):
             trace_file = Path(tmp) / "tracemalloc.json"
+            tracing = {"SESSIONOPS_TRACEMALLOC": str(trace_frames), "SESSIONOPS_TRACEMALLOC_FILE": str(trace_file)}
             product_defaults(stack)
-            if trace_frames:
-                stack.operator_env.update(SESSIONOPS_TRACEMALLOC=str(trace_frames),
-                                          SESSIONOPS_TRACEMALLOC_FILE=str(trace_file))
+            if trace_frames and not seed_inputs:
+                stack.operator_env.update(tracing)
             await stack.start_operator()
             await stack.apply(m.agent("bench"))
             created = 0
@@ -256,7 +307,7 @@ async def main(sizes: list[int], idle: float, inputs: int, follow: int, trace_fr
                 }
                 print(json.dumps({size: report["sizes"][size]}), file=sys.stderr, flush=True)
             largest = sizes[-1]
-            if trace_frames:
+            if trace_frames and not seed_inputs:
                 report["tracemalloc"] = {"sessions": largest, **rss_mb(stack.operator.pid),  # type: ignore[union-attr]
                                          **await tracemalloc_report(stack, trace_file)}
                 # The restarted operator runs untraced: restart and per-input figures stay comparable.
@@ -283,6 +334,22 @@ async def main(sizes: list[int], idle: float, inputs: int, follow: int, trace_fr
                 report["with_inputs"] = {"sessions": largest, "inputs": inputs, "posting_s": posting_s,
                                          **rss_mb(stack.operator.pid),  # type: ignore[union-attr]
                                          "idle_cpu_core_fraction": round(quiet["operator_cpu_s"] / quiet["seconds"], 4)}
+            if seed_inputs:
+                # Sessions past the follow-ups get the template's objects; the follow-ups' own stay.
+                queued = max(0, -(-seed_inputs // largest) - 1)
+                seeded = await seed(stack, cluster, "s0", [f"s{i}" for i in range(max(follow, 1), largest)], queued)
+                if trace_frames:
+                    stack.operator_env.update(tracing)
+                restarted = await restart(stack, cluster, largest)
+                meter = Meter(stack, cluster)
+                meter.start()
+                await asyncio.sleep(idle)
+                quiet = meter.stop()
+                report["seeded"] = {**seeded, "restart": restarted, **rss_mb(stack.operator.pid),  # type: ignore[union-attr]
+                                    "idle_cpu_core_fraction": round(quiet["operator_cpu_s"] / quiet["seconds"], 4),
+                                    "idle_requests": quiet["requests_by_verb"]}
+                if trace_frames:
+                    report["seeded"]["tracemalloc"] = await tracemalloc_report(stack, trace_file)
     return report
 
 
@@ -292,9 +359,11 @@ if __name__ == "__main__":
     parser.add_argument("--idle", type=float, default=30, help="seconds of idle measurement at each size")
     parser.add_argument("--inputs", type=int, default=0, help="then create this many inputs and measure RSS")
     parser.add_argument("--follow-ups", type=int, default=100, help="follow-ups for CPU and requests per input")
+    parser.add_argument("--seed-inputs", type=int, default=0, metavar="M",
+                        help="then give the sessions about M inputs (with their runs and Jobs) and restart")
     parser.add_argument("--tracemalloc", type=int, nargs="?", const=1, default=0, metavar="FRAMES",
                         help="trace the operator's allocations and report the largest at the largest size")
     args = parser.parse_args()
     with pgserver.database_url():
         print(json.dumps(asyncio.run(main([int(s) for s in args.sizes.split(",")], args.idle, args.inputs,
-                                          args.follow_ups, args.tracemalloc)), indent=2))
+                                          args.follow_ups, args.tracemalloc, args.seed_inputs)), indent=2))

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import copy
+import json
+import tracemalloc
 from typing import Any
+
+import pytest
 
 from sessionops.api.names import SESSION_LABEL
 from sessionops.manager.main import decision_store
@@ -81,13 +85,35 @@ def test_stored_objects_are_slim_and_snapshots_are_shared() -> None:
     assert s.snapshots == 0  # the last holder took the shared copy with it
 
 
-def test_a_pod_keeps_its_status_not_its_spec() -> None:
+def test_a_shared_snapshot_costs_each_holder_a_small_key_not_a_copy_of_its_text() -> None:
+    big = {**SNAPSHOT, "systemPrompt": "x" * 20_000}
     s = store()
-    pod = {"metadata": {"name": "p", "namespace": "team-a", "resourceVersion": "3", "labels": {"job-name": "j"}},
-           "spec": {"containers": [{"name": "worker"}]}, "status": {"phase": "Pending"}}
-    s.see("pods", pod)
-    (stored,) = s.list("pods", "team-a", "job-name=j")
-    assert stored.keys() == {"metadata", "status"} and stored["status"] == {"phase": "Pending"}
+    inputs = []
+    for n in range(200):
+        i = obj(f"i{n}", n + 1)
+        i["spec"]["contextSnapshot"] = json.loads(json.dumps(big))  # each watch event parses its own copy
+        inputs.append(i)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for i in inputs:
+            s.see("agentinputs", i)
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert s.snapshots == 1
+    assert held < 200 * 2_000, held  # a copy of the text per input would be 200 x 20 KB
+
+
+@pytest.mark.parametrize("plural", ["pods", "jobs"])
+def test_pods_and_jobs_keep_their_status_not_their_spec(plural: str) -> None:
+    s = store()
+    thing = {"metadata": {"name": "p", "namespace": "team-a", "resourceVersion": "3", "labels": {"job-name": "j"}},
+             "spec": {"template": {"spec": {"containers": [{"name": "worker"}]}}}, "status": {"ready": 1}}
+    s.see(plural, thing)
+    stored = s.get(plural, "team-a", "p")
+    assert stored.keys() == {"metadata", "status"} and stored["status"] == {"ready": 1}
+    assert "spec" in thing  # the watched body is left as it was
 
 
 def test_kinds_not_tracked_are_ignored() -> None:

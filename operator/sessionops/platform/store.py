@@ -15,13 +15,14 @@ controller-runtime client reads its informer cache. Two rules keep it as good as
   (a lower resourceVersion) is ignored: the store never goes back in time.
 
 Objects are stored slim, read-only and shared: ``managedFields`` and the last-applied
-annotation are dropped (nothing decides on them), a pod keeps no spec, and the frozen
+annotation are dropped (nothing decides on them), pods and Jobs keep no spec, and the frozen
 context snapshots are interned, so a thousand inputs of one Agent hold one copy.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import sys
 from collections.abc import Iterable
@@ -43,39 +44,43 @@ def _rv(obj: dict[str, Any]) -> int | None:
 
 
 class _Snapshots:
-    """Interned frozen snapshots, counted by their holders, dropped with the last one."""
+    """Interned frozen snapshots, counted by their holders, dropped with the last one.
+
+    Keyed by a digest of the canonical JSON, not the JSON itself: each holder keeps its key, and
+    a key as long as the snapshot would cost every input the copy interning saves."""
 
     def __init__(self) -> None:
-        self._by_text: dict[str, list[Any]] = {}  # canonical JSON -> [shared dict, holders]
+        self._by_digest: dict[bytes, list[Any]] = {}  # digest -> [shared dict, holders]
 
-    def take(self, snapshot: Any) -> tuple[Any, str | None]:
+    def take(self, snapshot: Any) -> tuple[Any, bytes | None]:
         if not isinstance(snapshot, dict):
             return snapshot, None
         text = json.dumps(snapshot, sort_keys=True, separators=(",", ":"))
-        entry = self._by_text.get(text)
+        digest = hashlib.blake2b(text.encode(), digest_size=16).digest()
+        entry = self._by_digest.get(digest)
         if entry is None:
-            entry = self._by_text[text] = [snapshot, 0]
+            entry = self._by_digest[digest] = [snapshot, 0]
         entry[1] += 1
-        return entry[0], text
+        return entry[0], digest
 
-    def release(self, text: str | None) -> None:
-        if text is None:
+    def release(self, digest: bytes | None) -> None:
+        if digest is None:
             return
-        entry = self._by_text.get(text)
+        entry = self._by_digest.get(digest)
         if entry is not None:
             entry[1] -= 1
             if entry[1] <= 0:
-                del self._by_text[text]
+                del self._by_digest[digest]
 
     def __len__(self) -> int:
-        return len(self._by_text)
+        return len(self._by_digest)
 
 
 @dataclasses.dataclass(slots=True)
 class _Entry:
     obj: dict[str, Any]
     rv: int | None
-    snapshot: str | None  # the interned snapshot's key, released when the entry goes
+    snapshot: bytes | None  # the interned snapshot's key, released when the entry goes
     confirmed: bool  # a watch event (not only the priming list or our own write) showed it
 
 
@@ -96,8 +101,8 @@ def slim(plural: str, obj: dict[str, Any]) -> dict[str, Any]:
         meta["namespace"] = sys.intern(meta["namespace"])
     meta["labels"] = _intern_labels(meta.get("labels"))
     out = {**obj, "metadata": meta}
-    if plural == "pods":
-        out.pop("spec", None)  # large, and a pod's trouble is read from its status
+    if plural in ("pods", "jobs"):
+        out.pop("spec", None)  # the pod template is most of it; decisions read metadata and status
     return out
 
 

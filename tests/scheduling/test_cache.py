@@ -74,3 +74,25 @@ def test_only_unfinished_runs_are_kept_with_their_cancel_request() -> None:
     cache.see_run(run)
     cache.see_run(run, deleted=True)
     assert cache.unfinished_runs == {}
+
+
+def test_a_run_is_due_after_any_event_and_after_a_pass_until_its_quiet_time() -> None:
+    cache = Cache()
+    key = ("ns", "r")
+    run = {"metadata": {"namespace": "ns", "name": "r"}, "spec": {}, "status": {"phase": "Running"}}
+    cache.see_run(run)
+    assert cache.run_due(key, 0.0)  # never passed over
+    cache.visiting(key, 10.0)
+    cache.visited(key, 10.0, 70.0)
+    assert not cache.run_due(key, 69.9) and cache.run_due(key, 70.0)
+    cache.touch_run(key)  # its Job's event
+    assert cache.run_due(key, 11.0)
+    cache.visiting(key, 20.0)
+    cache.touch_run(key)  # an event during the pass: the pass's verdict is not the last word
+    cache.visited(key, 20.0, 80.0)
+    assert cache.run_due(key, 21.0)
+    cache.visited(key, 21.0, 81.0)
+    cache.see_run({**run, "status": {"phase": "Succeeded"}})
+    assert cache.run_visits == {}
+    cache.touch_run(key)  # a late pod event of a finished run keeps nothing
+    assert cache.run_visits == {}

@@ -88,3 +88,13 @@ async def test_a_failing_step_does_not_stop_the_next_and_filters_apply(caplog: p
     await handler(**_event(_memo(store), child, "ADDED"))
     assert ran == ["broken", "last", "broken", "child", "last"]
     assert store.get("agentruns", "ns", "c") is not None
+
+
+def test_kopf_lists_in_pages_as_the_store_is_primed() -> None:
+    """Unpaged, kopf's initial listing of 50,000 inputs was one response: 2.3 GB at its peak."""
+    from sessionops.manager import main
+    from sessionops.platform.settings import Settings
+
+    settings = kopf.OperatorSettings()
+    main.configure_kopf(settings, Settings())
+    assert settings.watching.chunk_size == main.PAGE == 500

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import math
 from typing import Any
 
 from sessionops.api import conditions
@@ -333,3 +334,30 @@ def _resuming(run: dict[str, Any], segments: list[dict[str, Any]], now: datetime
 def pending_resumes(inputs: list[dict[str, Any]], run_name: str) -> list[dict[str, Any]]:
     return [i for i in inputs
             if (view := InputView(i)).kind == InputKind.RESUME.value and view.resume_run == run_name and view.pending]
+
+
+def quiet_for(run: dict[str, Any], job: dict[str, Any] | None, *, now: datetime.datetime,
+              start_timeout_seconds: int, config_error_seconds: int) -> float:
+    """Seconds during which only an event (of the run, its Job, its pods or its inputs, each of
+    which reconciles the run) can change what ``decide`` does: the recovery scan may leave the
+    run alone that long. 0: a pass may find something to do at any time (a first segment to
+    record, a lost Job create, a finished Job, a delegation deadline, a held-back resume, a
+    cancellation's steps). ``inf``: nothing here depends on the clock (a started segment, a
+    waitpoint a user answers)."""
+    view = RunView(run)
+    if view.owned_by_cancellation or view.held_back or not view.segments:
+        return 0.0
+    if view.segments[-1].get("outcome") is None:
+        job_view = JobView.of(job)
+        if not job_view.exists or job_view.finished or job_view.created_at is None:
+            return 0.0
+        if job_view.started:
+            return math.inf
+        # A Job whose pod has not started: the configuration-error and start-timeout cases are
+        # decided by its age. Only deadlines still ahead count (the cases test "older than").
+        age = (now - job_view.created_at).total_seconds()
+        ahead = [d - age for d in (config_error_seconds, start_timeout_seconds) if d >= age]
+        return min(ahead) if ahead else 0.0
+    if view.phase == RunPhase.WAITING.value and view.waitpoint_kind == WaitpointKind.DELEGATION.value:
+        return 0.0
+    return math.inf

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+from collections.abc import AsyncIterator
 from typing import Any
 
 import kopf
@@ -58,6 +59,9 @@ def configure_kopf(kopf_settings: kopf.OperatorSettings, settings: Settings) -> 
     kopf_settings.watching.label_selectors[lambda r: r.group == "" and r.plural == "pods"] = RUN_LABEL
     kopf_settings.watching.label_selectors[lambda r: r.group == "batch" and r.plural == "jobs"] = RUN_LABEL
     kopf_settings.watching.server_timeout = 300
+    # kopf's own initial listing in pages too: unpaged, 50,000 inputs arrived as one response
+    # whose parsing took the operator to 2.3 GB and stalled its loop for seconds.
+    kopf_settings.watching.chunk_size = PAGE
     kopf_settings.admission.server = WebhookServer(
         addr=settings.webhook_addr, port=settings.webhook_port, host=settings.webhook_host,
         certfile=settings.cert_file, pkeyfile=settings.key_file)
@@ -90,21 +94,32 @@ LABELLED = {"jobs": RUN_LABEL, "pods": RUN_LABEL}
 PAGE = 500
 
 
+async def listed_items(kube: Kube, plural: str) -> AsyncIterator[dict[str, Any]]:
+    """Every object of ``plural`` the store keeps, as the API server lists it, page by page (a
+    start over 50,000 inputs never holds one giant response)."""
+    token = ""
+    while True:
+        query = [("limit", str(PAGE))] + ([("continue", token)] if token else []) + \
+            ([("labelSelector", LABELLED[plural])] if plural in LABELLED else [])
+        page = await kube.raw("GET", PRIMED[plural], query=query)
+        for item in page.get("items") or []:
+            yield item
+        token = (page.get("metadata") or {}).get("continue") or ""
+        if not token:
+            return
+
+
 async def prime_store(kube: Kube) -> None:
-    """Fill the store before kopf watches (see ``platform.store``): paginated, so a start over
-    50,000 inputs never holds one giant response. Safe to repeat: newer versions win."""
+    """Fill the store before kopf watches (see ``platform.store``). Safe to repeat: newer
+    versions win."""
     assert kube.store is not None
-    for plural, path in PRIMED.items():
-        token = ""
-        while True:
-            query = [("limit", str(PAGE))] + ([("continue", token)] if token else []) + \
-                ([("labelSelector", LABELLED[plural])] if plural in LABELLED else [])
-            page = await kube.raw("GET", path, query=query)
-            for item in page.get("items") or []:
-                kube.store.see(plural, item)
-            token = (page.get("metadata") or {}).get("continue") or ""
-            if not token:
-                break
+    for plural in PRIMED:
+        async for item in listed_items(kube, plural):
+            kube.store.see(plural, item)
+
+
+GHOST_READS = 50
+"""Up to this many unconfirmed objects of a kind are read one by one; more, by a listing."""
 
 
 async def drop_ghosts(kube: Kube, settle_seconds: float = 5.0, limit_seconds: float = 300.0) -> int:
@@ -124,10 +139,17 @@ async def drop_ghosts(kube: Kube, settle_seconds: float = 5.0, limit_seconds: fl
         await asyncio.sleep(0.5)
     gone = 0
     for plural in PRIMED:
-        for namespace, name in kube.store.unconfirmed(plural):
-            if await kube.fresh_get(plural, namespace, name) is None:  # a found one is kept
-                kube.store.forget(plural, {"metadata": {"namespace": namespace, "name": name}})
-                gone += 1
+        unconfirmed = kube.store.unconfirmed(plural)
+        if len(unconfirmed) > GHOST_READS:
+            # Many: kopf's listing was slow, not many deleted. One listing answers for all.
+            listed = {(item["metadata"].get("namespace") or "", item["metadata"]["name"])
+                      async for item in listed_items(kube, plural)}
+            missing = [key for key in unconfirmed if key not in listed]
+        else:
+            missing = [(ns, name) for ns, name in unconfirmed if await kube.fresh_get(plural, ns, name) is None]
+        for namespace, name in missing:
+            kube.store.forget(plural, {"metadata": {"namespace": namespace, "name": name}})
+            gone += 1
     if gone:
         logger.info("store: %d object(s) deleted while the operator started were dropped", gone)
     return gone
@@ -165,7 +187,7 @@ async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     if ours.peering:
         await memo.runtime.kube.create_peering(ours.peering)
     memo.scan_task = asyncio.create_task(
-        scans.run_forever(memo.runtime, ours.scan_seconds, resync_session),
+        scans.run_forever(memo.runtime, ours.scan_seconds, resync_session, listed=memo.ghost_task.done),
         name="recovery-scan")
     if ours.metrics_port:
         memo.metrics = await metrics.serve(ours.metrics_port, ready=lambda: memo.runtime.config.loaded)

@@ -21,6 +21,9 @@ from sessionops.views.fields import View
 Key = tuple[str, str]
 """(namespace, name)."""
 
+TOUCHED = float("-inf")
+"""A run's visit time after an event: due at the next scan."""
+
 
 def _key(obj: dict[str, Any]) -> Key:
     view = View(obj)  # the metadata every object has
@@ -49,6 +52,9 @@ class Cache:
     inputs: dict[Key, InputFacts] = dataclasses.field(default_factory=dict)
     unfinished_runs: dict[Key, bool] = dataclasses.field(default_factory=dict)
     """Runs not in a terminal phase -> whether cancellation was requested."""
+    run_visits: dict[Key, float] = dataclasses.field(default_factory=dict)
+    """Unfinished run -> the monotonic time before which the recovery scan leaves it alone.
+    Absent or ``TOUCHED``: due at the next scan."""
 
     def see_session(self, obj: dict[str, Any], *, deleted: bool = False) -> None:
         key = _key(obj)
@@ -83,8 +89,30 @@ class Cache:
         run = RunView(obj)
         if deleted or run.terminal:
             self.unfinished_runs.pop(key, None)
+            self.run_visits.pop(key, None)
         else:
             self.unfinished_runs[key] = bool(run.cancel_requested)
+            self.touch_run(key)
+
+    # The recovery scan's visits: a run waits for the scan only as long as nothing but an event
+    # can change it (``execution.segments.quiet_for``); any event of the run, its Job or its
+    # pods makes it due again, so a step that failed on that event is retried at the next scan.
+    def touch_run(self, key: Key) -> None:
+        if key in self.unfinished_runs:
+            self.run_visits[key] = TOUCHED
+
+    def run_due(self, key: Key, now: float) -> bool:
+        return self.run_visits.get(key, TOUCHED) <= now
+
+    def visiting(self, key: Key, now: float) -> None:
+        """A scan's pass starts: an event during it is told apart by ``TOUCHED``."""
+        self.run_visits[key] = now
+
+    def visited(self, key: Key, started: float, until: float) -> None:
+        """The pass that started at ``started`` found the run quiet until ``until``, unless an
+        event touched the run meanwhile (then it stays due)."""
+        if self.run_visits.get(key) == started:
+            self.run_visits[key] = until
 
     def sessions_out_of_step(self) -> list[Key]:
         """Sessions whose last written status disagrees with their inputs as watched, that

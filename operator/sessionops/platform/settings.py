@@ -41,7 +41,8 @@ class Settings:
     """Seconds between recovery scans (``SESSIONOPS_SCAN_SECONDS``): bounds how late a start
     timeout or a retried cleanup step is noticed, and (two scans) how late a session out of step
     with its inputs (a missed event) is repaired. Sessions are checked in the watch-fed cache:
-    no request unless one is out of step."""
+    no request unless one is out of step. A run that only an event can change (its pod runs, or
+    it waits for an answer) is passed over once every 12 scans (``manager.scans``)."""
 
     metrics_port: int = 8080
     """Port of /metrics and /healthz (``SESSIONOPS_METRICS_PORT``; 0 disables)."""

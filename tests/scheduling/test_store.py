@@ -120,3 +120,47 @@ def test_kinds_not_tracked_are_ignored() -> None:
     s = store()
     s.see("agenttranscripts", obj("t", 1))
     assert not s.tracks("agenttranscripts") and s.count("agenttranscripts") == 0
+
+
+def test_a_stored_object_costs_less_than_the_event_it_came_from() -> None:
+    """Keys and short strings are shared between stored objects (each parsed event has its own
+    copies of them): with 10,000 sessions and 50,000 inputs that is hundreds of megabytes."""
+    texts = []
+    for n in range(1000):
+        i = obj(f"input-{n}", n + 1, phase="Pending")
+        i["status"]["conditions"] = [{"type": t, "status": "False", "reason": "Pending", "message": "",
+                                      "lastTransitionTime": "2026-12-04T08:31:57Z", "observedGeneration": 1}
+                                     for t in ("Succeeded", "Failed", "Ready")]
+        texts.append(json.dumps(i))
+
+    def traced(build: Any) -> int:
+        tracemalloc.start()
+        try:
+            kept = build()
+            return tracemalloc.get_traced_memory()[0] if kept is not None else 0
+        finally:
+            tracemalloc.stop()
+
+    parsed = traced(lambda: [json.loads(t) for t in texts])
+
+    def stored() -> Store:
+        s = store()
+        for t in texts:
+            s.see("agentinputs", json.loads(t))
+        return s
+    held = traced(stored)
+    assert held < 0.75 * parsed, (held, parsed)
+
+
+def test_updates_of_an_input_keep_one_shared_snapshot_and_its_count_balanced(monkeypatch: pytest.MonkeyPatch) -> None:
+    s = store()
+    s.see("agentinputs", obj("i1", 1))
+    digests: list[Any] = []
+    original = json.dumps
+    monkeypatch.setattr(json, "dumps", lambda *a, **k: digests.append(1) or original(*a, **k))
+    for rv, phase in ((2, "Pending"), (3, "Consumed")):
+        s.see("agentinputs", obj("i1", rv, phase=phase))
+    assert digests == []  # the snapshot of the same input is not serialized again
+    assert s.snapshots == 1 and s.get("agentinputs", "team-a", "i1")["status"]["phase"] == "Consumed"
+    s.forget("agentinputs", obj("i1", 4))
+    assert s.snapshots == 0

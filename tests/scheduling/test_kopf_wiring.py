@@ -90,11 +90,18 @@ async def test_a_failing_step_does_not_stop_the_next_and_filters_apply(caplog: p
     assert store.get("agentruns", "ns", "c") is not None
 
 
-def test_kopf_lists_in_pages_as_the_store_is_primed() -> None:
+def test_kopf_lists_in_pages_as_the_store_is_primed_paced_by_our_handlers(monkeypatch: pytest.MonkeyPatch) -> None:
     """Unpaged, kopf's initial listing of 50,000 inputs was one response: 2.3 GB at its peak."""
-    from sessionops.manager import main
+    from kopf._cogs.clients import fetching
+
+    from sessionops.manager import listing, main
     from sessionops.platform.settings import Settings
 
+    monkeypatch.setattr(fetching, "fetch_objs", fetching.fetch_objs)  # restored after the test
+    monkeypatch.setattr(listing, "PACE", listing.Pace())
     settings = kopf.OperatorSettings()
     main.configure_kopf(settings, Settings())
     assert settings.watching.chunk_size == main.PAGE == 500
+    assert settings.queueing.idle_timeout == main.IDLE_WORKER_SECONDS < 1
+    assert fetching.fetch_objs is listing.paced_fetch_objs
+    assert listing.PACE.paced == set(events.STEPS) >= {"agentsessions", "agentinputs", "agentruns", "jobs", "pods"}

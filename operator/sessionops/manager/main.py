@@ -17,7 +17,7 @@ import kopf
 from sessionops import GROUP, VERSION
 from sessionops.api.names import RUN_LABEL, SESSION_LABEL
 from sessionops.delegation.names import PARENT_RUN_LABEL, TREE_LABEL
-from sessionops.manager import scans
+from sessionops.manager import listing, scans
 from sessionops.manager.config_watch import ConfigWatcher
 from sessionops.manager.runtime import Runtime
 from sessionops.platform import checkpoint_scope, logs, memprofile, metrics
@@ -62,6 +62,15 @@ def configure_kopf(kopf_settings: kopf.OperatorSettings, settings: Settings) -> 
     # kopf's own initial listing in pages too: unpaged, 50,000 inputs arrived as one response
     # whose parsing took the operator to 2.3 GB and stalled its loop for seconds.
     kopf_settings.watching.chunk_size = PAGE
+    # kopf's per-object worker keeps the last raw event it processed until it exits, idle for
+    # this long (5 s by default): at a restart the listed objects of the last 5 s, in full, sat
+    # among the store's compact copies, and the allocator could not give their pages back.
+    # Workers only wait on their next event, so a short wait costs a task start for an object
+    # that is busy again later.
+    kopf_settings.queueing.idle_timeout = IDLE_WORKER_SECONDS
+    # ...and a kind's next page only once our handlers caught up with the last one.
+    from sessionops.manager.handlers.events import STEPS  # registered by register_handlers
+    listing.pace(STEPS)
     kopf_settings.admission.server = WebhookServer(
         addr=settings.webhook_addr, port=settings.webhook_port, host=settings.webhook_host,
         certfile=settings.cert_file, pkeyfile=settings.key_file)
@@ -92,6 +101,7 @@ PRIMED = {  # plural -> the cluster-wide path that lists what the store keeps of
 LABELLED = {"jobs": RUN_LABEL, "pods": RUN_LABEL}
 """Kinds kept only when labelled (our workers'), as kopf watches them."""
 PAGE = 500
+IDLE_WORKER_SECONDS = 0.5
 
 
 async def listed_items(kube: Kube, plural: str) -> AsyncIterator[dict[str, Any]]:

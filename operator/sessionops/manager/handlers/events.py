@@ -6,7 +6,8 @@ context for each, about a third of a millisecond here), and an accepted input's 
 events invoked eighteen handlers. The behaviour of separate handlers is kept: the store sees
 the event first, a step's filter (a label, a cancellation) is checked per event, and a step
 that fails is logged and does not keep the next one from running; as with any event handler,
-the next event or the recovery scan retries it.
+the next event or the recovery scan retries it. Each event handled is counted for the pacing
+of kopf's initial listings (``manager.listing``).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import kopf
 from sessionops import GROUP, VERSION
 from sessionops.api.names import RUN_LABEL
 from sessionops.delegation.names import PARENT_RUN_LABEL
+from sessionops.manager import listing
 from sessionops.manager.handlers import agents, cancellation, runs, sessions, store
 
 logger = logging.getLogger(__name__)
@@ -39,19 +41,22 @@ def dispatch(plural: str, steps: Sequence[Step]) -> Callable[..., Any]:
         # The event's own dict, not kopf's Body view (which resolves every key it is asked for):
         # the steps only read it.
         kwargs["body"] = kwargs["event"]["object"]
-        store.feed(plural, kwargs["body"], kwargs["type"], kwargs["memo"])
-        for step, applies in steps:
-            if applies is not None and not applies(kwargs):
-                continue
-            try:
-                result = step(**kwargs)
-                if inspect.isawaitable(result):
-                    await result
-            except Exception:
-                # As kopf does for a failed event handler: logged on kopf's object logger (the
-                # JSON log names the object), and the event's other steps go on.
-                kwargs.get("logger", logger).exception("Step %r failed on %s %s/%s", step.__name__, plural,
-                                                       kwargs.get("namespace"), kwargs.get("name"))
+        try:
+            store.feed(plural, kwargs["body"], kwargs["type"], kwargs["memo"])
+            for step, applies in steps:
+                if applies is not None and not applies(kwargs):
+                    continue
+                try:
+                    result = step(**kwargs)
+                    if inspect.isawaitable(result):
+                        await result
+                except Exception:
+                    # As kopf does for a failed event handler: logged on kopf's object logger (the
+                    # JSON log names the object), and the event's other steps go on.
+                    kwargs.get("logger", logger).exception("Step %r failed on %s %s/%s", step.__name__,
+                                                           plural, kwargs.get("namespace"), kwargs.get("name"))
+        finally:
+            listing.PACE.handling(plural)  # the listing's next page may come (``manager.listing``)
     handler.__name__ = f"on_{plural}"
     return handler
 

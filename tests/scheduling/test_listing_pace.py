@@ -57,6 +57,25 @@ async def test_the_next_page_waits_until_the_handlers_caught_up(pages: list[int]
     assert len(await asyncio.wait_for(task, 1)) == 6
 
 
+async def test_a_relisting_is_paced_too_whatever_the_watch_delivered_before(pages: list[int]) -> None:
+    """A re-list (the watch expired) starts from zero: the watch events handled since the first
+    listing are no credit for it."""
+    first = asyncio.create_task(consume("agentinputs"))
+    for _ in range(6):
+        await asyncio.sleep(0.01)
+        listing.PACE.handling("agentinputs")
+    assert len(await asyncio.wait_for(first, 1)) == 6
+    for _ in range(10):  # the watch's events, after the listing
+        listing.PACE.handling("agentinputs")
+    pages.clear()
+    again = asyncio.create_task(consume("agentinputs"))
+    await asyncio.sleep(0.05)
+    assert pages == [0, 1]
+    for _ in range(6):
+        listing.PACE.handling("agentinputs")
+    assert len(await asyncio.wait_for(again, 1)) == 6
+
+
 async def test_kinds_we_do_not_handle_are_listed_unpaced(pages: list[int]) -> None:
     assert len(await asyncio.wait_for(consume("customresourcedefinitions"), 1)) == 6
     assert pages == [0, 1, 2]

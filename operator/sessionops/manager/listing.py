@@ -39,6 +39,11 @@ class Pace:
         self.paced: frozenset[str] = frozenset()
         self._waiters: dict[str, list[tuple[int, asyncio.Event]]] = collections.defaultdict(list)
 
+    def restart(self, plural: str) -> None:
+        """A listing of ``plural`` begins: counted from zero, so the watch events handled since
+        an earlier listing (a re-list after the watch expired) are no credit for this one."""
+        self.listed[plural] = self.handled[plural] = 0
+
     def behind(self, plural: str) -> int:
         return self.listed[plural] - self.handled[plural]
 
@@ -71,12 +76,14 @@ _kopf_fetch_objs = fetching.fetch_objs
 async def paced_fetch_objs(*, settings: Any, resource: Any, namespace: Any,
                            logger: Any) -> AsyncIterator[tuple[Collection[Any], str]]:
     """kopf's page loop, holding the next page of a paced kind back until the last is handled."""
+    plural = resource.plural
+    if plural in PACE.paced:
+        PACE.restart(plural)
     async for items, resource_version in _kopf_fetch_objs(settings=settings, resource=resource,
                                                           namespace=namespace, logger=logger):
         size = len(items)
         yield items, resource_version
         # kopf has queued every item of the page by now (it asks for the next one).
-        plural = resource.plural
         if plural in PACE.paced:
             PACE.listed[plural] += size
             if not await PACE.caught_up(plural, allowed=size):
